@@ -1,0 +1,30 @@
+"""tilewright: a tensor compiler and automatic schedule explorer.
+
+Describe a computation with tensor expressions (`placeholder`, `compute`,
+`reduce_axis`, `sum`, ...), or take one from `tilewright.ops`; evaluate it
+with the NumPy reference (`evaluate`)."""
+
+from . import ops
+from .errors import (
+    BuildError, DTypeError, EvaluationError, ExprError, LoweringError, MeasureError, NameConflictError,
+    ScheduleError, ShapeError, TilewrightError,
+)
+from .ir.dtype import DType, as_dtype
+from .reference import evaluate
+from .te import (
+    Tensor, abs, all, any, cast, ceil, comm_reducer, compute, const, cos, erf, exp, floor, floordiv,
+    floormod, if_then_else, log, logical_and, logical_not, logical_or, max, min, placeholder, pow,
+    reduce_axis, round, rsqrt, select, sigmoid, sin, sqrt, sum, tanh, truncdiv, truncmod,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ops", "evaluate", "DType", "as_dtype", "Tensor",
+    "BuildError", "DTypeError", "EvaluationError", "ExprError", "LoweringError", "MeasureError",
+    "NameConflictError", "ScheduleError", "ShapeError", "TilewrightError",
+    "abs", "all", "any", "cast", "ceil", "comm_reducer", "compute", "const", "cos", "erf", "exp", "floor",
+    "floordiv", "floormod", "if_then_else", "log", "logical_and", "logical_not", "logical_or", "max", "min",
+    "placeholder", "pow", "reduce_axis", "round", "rsqrt", "select", "sigmoid", "sin", "sqrt", "sum", "tanh",
+    "truncdiv", "truncmod",
+]

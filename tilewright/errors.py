@@ -1,0 +1,43 @@
+"""The error hierarchy. Every message names the tensor, axis or primitive at fault
+and says what would be valid. Importable from every layer."""
+
+
+class TilewrightError(Exception):
+    """Base class of every error tilewright raises on purpose."""
+
+
+class ShapeError(TilewrightError):
+    """A shape, extent, index arity or index range is invalid."""
+
+
+class DTypeError(TilewrightError):
+    """An unknown dtype, or operands whose dtypes need an explicit cast."""
+
+
+class ExprError(TilewrightError):
+    """A malformed expression: misuse of a reduce axis, a non-integer index, ..."""
+
+
+class NameConflictError(TilewrightError):
+    """Two distinct objects share a name where names must be unique."""
+
+
+class EvaluationError(TilewrightError):
+    """The reference evaluator met something it cannot evaluate (missing input,
+    out-of-bounds read, wrong input shape or dtype)."""
+
+
+class ScheduleError(TilewrightError):
+    """An illegal schedule primitive request."""
+
+
+class LoweringError(TilewrightError):
+    """A schedule could not be lowered to loop IR."""
+
+
+class BuildError(TilewrightError):
+    """Source generation or compilation failed."""
+
+
+class MeasureError(TilewrightError):
+    """Running or timing a kernel failed."""

@@ -1,0 +1,163 @@
+"""Scalar data types and the promotion rules between them.
+
+Implicit promotion happens only where it is lossless and unambiguous:
+
+| operands                               | result              |
+|----------------------------------------|---------------------|
+| same dtype                             | that dtype          |
+| two signed ints                        | the wider one       |
+| uint8 with int16/int32/int64           | the signed one      |
+| float16 or bfloat16 with float32/64    | the wider float     |
+| float32 with float64                   | float64             |
+| anything else (int with float, bool    | DTypeError: cast    |
+| with a number, float16 with bfloat16,  | one side explicitly |
+| int8 with uint8)                       |                     |
+
+Python literals take the dtype of the other operand when they fit it exactly
+(an int literal fits any dtype but bool; a float literal only a float dtype).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import DTypeError
+
+
+class Kind(enum.Enum):
+    BOOL = "bool"
+    INT = "int"
+    UINT = "uint"
+    FLOAT = "float"
+
+
+@dataclass(frozen=True)
+class DType:
+    name: str
+    kind: Kind
+    bits: int
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind is Kind.FLOAT
+
+    @property
+    def is_int(self) -> bool:
+        """Signed or unsigned integer (not bool)."""
+        return self.kind in (Kind.INT, Kind.UINT)
+
+    @property
+    def is_bool(self) -> bool:
+        return self.kind is Kind.BOOL
+
+    @property
+    def bytes(self) -> int:
+        return max(1, self.bits // 8)
+
+    @property
+    def int_range(self) -> tuple[int, int]:
+        if self.kind is Kind.INT:
+            return -(1 << (self.bits - 1)), (1 << (self.bits - 1)) - 1
+        if self.kind is Kind.UINT:
+            return 0, (1 << self.bits) - 1
+        raise DTypeError(f"{self.name} is not an integer dtype")
+
+    @property
+    def numpy(self) -> np.dtype:
+        """NumPy storage dtype. bfloat16 has none in NumPy: it is carried in float32
+        arrays whose values are exactly representable in bfloat16."""
+        return np.dtype("float32" if self.name == "bfloat16" else self.name)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+float16 = DType("float16", Kind.FLOAT, 16)
+bfloat16 = DType("bfloat16", Kind.FLOAT, 16)
+float32 = DType("float32", Kind.FLOAT, 32)
+float64 = DType("float64", Kind.FLOAT, 64)
+int8 = DType("int8", Kind.INT, 8)
+int16 = DType("int16", Kind.INT, 16)
+int32 = DType("int32", Kind.INT, 32)
+int64 = DType("int64", Kind.INT, 64)
+uint8 = DType("uint8", Kind.UINT, 8)
+bool_ = DType("bool", Kind.BOOL, 8)
+
+ALL_DTYPES = (float16, bfloat16, float32, float64, int8, uint8, int16, int32, int64, bool_)
+_BY_NAME = {d.name: d for d in ALL_DTYPES}
+
+
+def as_dtype(value, what: str = "dtype") -> DType:
+    """Accept a DType, a name ("float32"), a NumPy dtype or a scalar type."""
+    if isinstance(value, DType):
+        return value
+    name = value if isinstance(value, str) else None
+    if name is None:
+        try:
+            name = np.dtype(value).name
+        except TypeError:
+            name = getattr(value, "__name__", repr(value))
+    if name in _BY_NAME:
+        return _BY_NAME[name]
+    valid = ", ".join(_BY_NAME)
+    raise DTypeError(f"unknown {what} {value!r}; valid dtypes are: {valid}")
+
+
+def _float_rank(d: DType) -> int:
+    return {"float16": 1, "bfloat16": 1, "float32": 2, "float64": 3}[d.name]
+
+
+def promote(a: DType, b: DType) -> DType | None:
+    """The common dtype of a and b under the table above, or None if a cast is needed."""
+    if a == b:
+        return a
+    if a.kind is Kind.FLOAT and b.kind is Kind.FLOAT:
+        ra, rb = _float_rank(a), _float_rank(b)
+        if ra == rb:  # float16 vs bfloat16: neither holds the other
+            return None
+        return a if ra > rb else b
+    if a.kind is Kind.INT and b.kind is Kind.INT:
+        return a if a.bits > b.bits else b
+    for s, u in ((a, b), (b, a)):
+        if s.kind is Kind.INT and u.kind is Kind.UINT and s.bits > u.bits:
+            return s
+    return None
+
+
+def promote_or_raise(a: DType, b: DType, context: str) -> DType:
+    result = promote(a, b)
+    if result is None:
+        raise DTypeError(
+            f"{context}: operands have dtypes {a} and {b}, which need an explicit cast; "
+            f"write tw.cast(x, dtype) on one side (implicit promotion only widens within "
+            f"signed ints or within floats)"
+        )
+    return result
+
+
+def literal_fits(value, dtype: DType) -> bool:
+    """Whether a Python literal can take `dtype` without changing its value."""
+    if isinstance(value, bool):
+        return dtype.is_bool or dtype.is_int or dtype.is_float
+    if isinstance(value, int):
+        if dtype.is_int:
+            lo, hi = dtype.int_range
+            return lo <= value <= hi
+        return dtype.is_float
+    if isinstance(value, float):
+        return dtype.is_float
+    return False
+
+
+def default_literal_dtype(value) -> DType:
+    if isinstance(value, bool):
+        return bool_
+    if isinstance(value, int):
+        lo, hi = int32.int_range
+        return int32 if lo <= value <= hi else int64
+    if isinstance(value, float):
+        return float32
+    raise DTypeError(f"cannot make a constant from {value!r} of type {type(value).__name__}")

@@ -1,0 +1,101 @@
+"""Generic traversal of expression trees: children, rebuild, walk, substitute."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Callable, Iterator
+
+from .expr import Binary, Call, Cast, Compare, Const, Expr, Load, Reduce, Select, Unary, Var
+
+
+def children(e: Expr) -> tuple[Expr, ...]:
+    if isinstance(e, (Binary, Compare)):
+        return (e.a, e.b)
+    if isinstance(e, Unary):
+        return (e.a,)
+    if isinstance(e, Cast):
+        return (e.value,)
+    if isinstance(e, Select):
+        return (e.cond, e.t, e.f)
+    if isinstance(e, Call):
+        return e.args
+    if isinstance(e, Load):
+        return e.indices
+    if isinstance(e, Reduce):
+        return (e.source,) if e.condition is None else (e.source, e.condition)
+    return ()
+
+
+def with_children(e: Expr, new: tuple[Expr, ...]) -> Expr:
+    """`e` with its children replaced (e itself if nothing changed)."""
+    old = children(e)
+    if len(old) == len(new) and all(a is b for a, b in zip(old, new)):
+        return e
+    if isinstance(e, (Binary, Compare)):
+        return replace(e, a=new[0], b=new[1])
+    if isinstance(e, Unary):
+        return replace(e, a=new[0])
+    if isinstance(e, Cast):
+        return replace(e, value=new[0])
+    if isinstance(e, Select):
+        return replace(e, cond=new[0], t=new[1], f=new[2])
+    if isinstance(e, Call):
+        return replace(e, args=tuple(new))
+    if isinstance(e, Load):
+        return replace(e, indices=tuple(new))
+    if isinstance(e, Reduce):
+        return replace(e, source=new[0], condition=new[1] if len(new) > 1 else None)
+    return e
+
+
+def walk(e: Expr) -> Iterator[Expr]:
+    """Pre-order traversal of every node (shared subtrees visited each time)."""
+    stack = [e]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(reversed(children(node)))
+
+
+def transform(e: Expr, fn: Callable[[Expr], Expr | None]) -> Expr:
+    """Bottom-up rewrite: `fn(node)` returns a replacement or None to keep it."""
+    memo: dict[int, Expr] = {}
+
+    def visit(node: Expr) -> Expr:
+        key = id(node)
+        if key not in memo:
+            rebuilt = with_children(node, tuple(visit(c) for c in children(node)))
+            out = fn(rebuilt)
+            memo[key] = rebuilt if out is None else out
+        return memo[key]
+
+    return visit(e)
+
+
+def substitute(e: Expr, mapping: dict) -> Expr:
+    """Replace variables (by identity) with expressions."""
+    if not mapping:
+        return e
+    by_id = {id(k): v for k, v in mapping.items()}
+    return transform(e, lambda n: by_id.get(id(n)) if isinstance(n, Var) else None)
+
+
+def free_vars(e: Expr) -> list[Var]:
+    seen: dict[int, Var] = {}
+    for node in walk(e):
+        if isinstance(node, Var):
+            seen.setdefault(id(node), node)
+    return list(seen.values())
+
+
+def loaded_tensors(e: Expr) -> list:
+    """Tensors read by `e`, in first-read order, without duplicates."""
+    seen: dict[int, object] = {}
+    for node in walk(e):
+        if isinstance(node, Load):
+            seen.setdefault(id(node.tensor), node.tensor)
+    return list(seen.values())
+
+
+def is_const(e: Expr, value=None) -> bool:
+    return isinstance(e, Const) and (value is None or e.value == value)
