@@ -22,8 +22,8 @@ def _input_arrays(program, inputs: Mapping) -> dict[int, np.ndarray]:
         name = key.name if isinstance(key, Tensor) else key
         if not isinstance(name, str):
             raise EvaluationError(f"input key {key!r} is neither a tensor nor a tensor name")
-        if isinstance(key, Tensor) and placeholders.get(name) is not key and key not in program.tensors:
-            raise EvaluationError(f"input tensor '{name}' is not part of this program")
+        if isinstance(key, Tensor) and not any(key is t for t in program.tensors):
+            continue  # a placeholder this program does not read: harmless
         if name not in placeholders:
             if isinstance(key, Tensor) or any(t.name == name for t in program.stages):
                 raise EvaluationError(f"'{name}' is computed by the program, not an input; remove it from inputs")
@@ -42,7 +42,8 @@ def _input_arrays(program, inputs: Mapping) -> dict[int, np.ndarray]:
 
 def evaluate(outputs, inputs: Mapping, budget: int = DEFAULT_BUDGET):
     """Evaluate the program producing `outputs` on `inputs` (placeholder or name
-    -> array). Returns one array for one output tensor, else a list. bfloat16
+    -> array; placeholder objects the program does not read are ignored, unknown
+    names are an error). Returns one array for one output tensor, else a list. bfloat16
     values come back as float32 arrays holding bfloat16-representable values."""
     program = collect_program(outputs)
     values = _input_arrays(program, inputs)

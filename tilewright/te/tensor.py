@@ -95,5 +95,13 @@ class Tensor:
     def __bool__(self):
         return True
 
+    def _not_a_scalar(self, *_):
+        index = ", ".join(f"i{d}" for d in range(self.ndim))
+        raise ExprError(f"tensor '{self.name}' is used as a scalar; index it, e.g. {self.name}[{index}]")
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _not_a_scalar
+    __truediv__ = __rtruediv__ = __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = _not_a_scalar
+    __neg__ = __lt__ = __le__ = __gt__ = __ge__ = __pow__ = _not_a_scalar
+
     def __iter__(self):
         raise TypeError(f"tensor '{self.name}' is not iterable; index it with T[i, j]")

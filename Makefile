@@ -1,0 +1,26 @@
+# Two entry points on a fresh machine: `make run` and `make test`.
+# Both create .venv (Python >= 3.10) and install the pinned test extras.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: run test lint clean
+
+$(STAMP): pyproject.toml
+	$(PY) -c 'import sys; assert sys.version_info >= (3, 10), "tilewright needs Python >= 3.10"'
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/python examples/00_conv2d_reference.py
+
+lint: $(STAMP)
+	$(BIN)/ruff check tilewright tests examples
+
+test: lint
+	$(BIN)/pytest
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
