@@ -39,6 +39,14 @@ class DType:
     name: str
     kind: Kind
     bits: int
+    lanes: int = 1  # > 1 only in vectorized loop IR
+
+    def with_lanes(self, lanes: int) -> "DType":
+        return DType(self.name, self.kind, self.bits, lanes)
+
+    @property
+    def scalar(self) -> "DType":
+        return self if self.lanes == 1 else DType(self.name, self.kind, self.bits)
 
     @property
     def is_float(self) -> bool:
@@ -72,7 +80,7 @@ class DType:
         return np.dtype("float32" if self.name == "bfloat16" else self.name)
 
     def __str__(self) -> str:
-        return self.name
+        return self.name if self.lanes == 1 else f"{self.name}x{self.lanes}"
 
 
 float16 = DType("float16", Kind.FLOAT, 16)

@@ -251,4 +251,21 @@ class Reduce(Expr):
     origin: str = field(default="", compare=False)
 
 
+@dataclass(frozen=True, eq=False, repr=False)
+class Ramp(Expr):
+    """The vector (base, base + stride, ..., base + (lanes-1)*stride)."""
+
+    base: Expr
+    stride: int
+    lanes: int
+    dtype: DType
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Broadcast(Expr):
+    value: Expr
+    lanes: int
+    dtype: DType
+
+
 from . import arith  # noqa: E402  (arith needs the classes above)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .expr import Binary, BinOp, Call, Cast, Compare, Const, Expr, Load, Reduce, Select, Unary, UnOp, Var
+from .expr import Binary, BinOp, Broadcast, Call, Cast, Compare, Const, Expr, Load, Ramp, Reduce, Select, Unary, UnOp, Var
 
 # Python's precedence, so a printed formula reads as Python would parse it.
 _INFIX_PREC = {
@@ -60,6 +60,10 @@ def _str(e: Expr) -> tuple[str, int]:
         axes = ", ".join(f"{a.name}:{_range_str(a)}" for a in e.axes)
         where = "" if e.condition is None else f", where={expr_str(e.condition)}"
         return f"{e.combiner.name}({expr_str(e.source)}, axis=[{axes}]{where})", _ATOM
+    if isinstance(e, Ramp):
+        return f"ramp({expr_str(e.base)}, {e.stride}, {e.lanes})", _ATOM
+    if isinstance(e, Broadcast):
+        return f"x{e.lanes}({expr_str(e.value)})", _ATOM
     return f"<{type(e).__name__}>", _ATOM
 
 

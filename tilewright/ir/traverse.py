@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Callable, Iterator
 
-from .expr import Binary, Call, Cast, Compare, Const, Expr, Load, Reduce, Select, Unary, Var
+from .expr import Binary, Broadcast, Call, Cast, Compare, Const, Expr, Load, Ramp, Reduce, Select, Unary, Var
 
 
 def children(e: Expr) -> tuple[Expr, ...]:
@@ -23,6 +23,10 @@ def children(e: Expr) -> tuple[Expr, ...]:
         return e.indices
     if isinstance(e, Reduce):
         return (e.source,) if e.condition is None else (e.source, e.condition)
+    if isinstance(e, Ramp):
+        return (e.base,)
+    if isinstance(e, Broadcast):
+        return (e.value,)
     return ()
 
 
@@ -45,6 +49,10 @@ def with_children(e: Expr, new: tuple[Expr, ...]) -> Expr:
         return replace(e, indices=tuple(new))
     if isinstance(e, Reduce):
         return replace(e, source=new[0], condition=new[1] if len(new) > 1 else None)
+    if isinstance(e, Ramp):
+        return replace(e, base=new[0])
+    if isinstance(e, Broadcast):
+        return replace(e, value=new[0])
     return e
 
 

@@ -1,0 +1,105 @@
+"""Loop IR statements produced by lowering and consumed by code generators.
+
+Buffers are the storage of tensors after scheduling; `Load(buffer, ...)`
+(the same node te uses for tensors) reads them. Vector values appear only
+after the vectorize pass: `Ramp` and `Broadcast` plus dtypes with lanes > 1.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from .dtype import DType
+from .expr import Expr, Var
+
+
+class ForKind(enum.Enum):
+    SERIAL = "serial"
+    PARALLEL = "parallel"
+    VECTORIZED = "vectorized"
+    UNROLLED = "unrolled"
+
+
+class Scope(enum.Enum):
+    GLOBAL = "global"  # a kernel argument or a heap/stack intermediate
+    LOCAL = "local"  # small, private to one iteration: registers when possible
+
+
+@dataclass(frozen=True, eq=False)
+class Buffer:
+    name: str
+    shape: tuple[int, ...]
+    dtype: DType
+    scope: Scope = Scope.GLOBAL
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    def __repr__(self) -> str:
+        return f"Buffer({self.name}, {list(self.shape)}, {self.dtype}, {self.scope.value})"
+
+
+class Stmt:
+    __slots__ = ()
+    __hash__ = object.__hash__
+
+    def __str__(self) -> str:
+        from .stmt_printer import stmt_str
+
+        return stmt_str(self)
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class For(Stmt):
+    var: Var
+    begin: Expr
+    extent: Expr
+    kind: ForKind
+    body: Stmt
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Seq(Stmt):
+    stmts: tuple[Stmt, ...]
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class IfThenElse(Stmt):
+    cond: Expr
+    then: Stmt
+    orelse: Stmt | None = None
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Store(Stmt):
+    buffer: Buffer
+    indices: tuple[Expr, ...]
+    value: Expr
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Allocate(Stmt):
+    buffer: Buffer
+    body: Stmt
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class LetStmt(Stmt):
+    var: Var
+    value: Expr
+    body: Stmt
+
+
+def seq(*stmts: Stmt | None) -> Stmt:
+    """A flat sequence, dropping Nones and unwrapping nested sequences."""
+    flat: list[Stmt] = []
+    for s in stmts:
+        if s is None:
+            continue
+        flat.extend(s.stmts if isinstance(s, Seq) else (s,))
+    return flat[0] if len(flat) == 1 else Seq(tuple(flat))

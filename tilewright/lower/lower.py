@@ -1,0 +1,121 @@
+"""`lower(schedule, args)`: a schedule becomes one loop-IR function.
+
+Order of work: inline stages marked compute_inline into their readers; give
+every tensor a buffer (arguments for `args`, allocations for the rest);
+build root stages' nests in dependency order with attached stages nested at
+their loops; then run the passes (flatten, simplify, unroll, vectorize,
+partition, verify)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import LoweringError
+from ..ir.expr import Expr, Load
+from ..ir.stmt import Allocate, Buffer, Scope, Stmt, seq
+from ..ir.traverse import substitute, transform
+from ..schedule.schedule import Schedule
+from ..schedule.stage import AttachKind, Stage
+from ..te.program import as_tensor_list
+from ..te.tensor import PlaceholderOp
+from .bound import Region
+from .nest import LowerContext, make_nest
+from .passes import run_passes
+
+
+@dataclass(frozen=True, eq=False)
+class LoweredFunc:
+    name: str
+    args: tuple[Buffer, ...]
+    body: Stmt
+
+    def __str__(self) -> str:
+        from ..ir.stmt_printer import stmt_str
+
+        sig = ", ".join(f"{b.name}: {b.dtype}[{', '.join(map(str, b.shape))}]" for b in self.args)
+        return f"def {self.name}({sig}):\n" + stmt_str(self.body, 1)
+
+
+def _inline_bodies(s: Schedule) -> dict[int, Expr]:
+    """Each non-inlined stage's body with inlined producers substituted (transitively)."""
+    inlined: dict[int, Stage] = {id(st.tensor): st for st in s.stages if st.attach is AttachKind.INLINE}
+    done: dict[int, Expr] = {}
+
+    def body_of(st: Stage) -> Expr:
+        if id(st) in done:
+            return done[id(st)]
+
+        def fn(n: Expr):
+            if isinstance(n, Load) and id(n.tensor) in inlined:
+                producer = inlined[id(n.tensor)]
+                return substitute(body_of(producer), dict(zip(producer.op.axis, n.indices)))
+            return None
+
+        done[id(st)] = transform(st.op.body, fn)
+        return done[id(st)]
+
+    return {id(st): body_of(st) for st in s.stages if st.attach is not AttachKind.INLINE}
+
+
+def _check_args(s: Schedule, args) -> tuple:
+    args = as_tensor_list(args, "args")
+    arg_ids = {id(t) for t in args}
+    needed = [t for t in s.program.inputs if any(t is u for st in s.stages for u in st.op.input_tensors)]
+    for t in list(needed) + list(s.outputs):
+        if id(t) not in arg_ids:
+            kind = "output" if any(t is o for o in s.outputs) else "input"
+            raise LoweringError(f"args must include every input and output; {kind} '{t.name}' is missing "
+                                f"(args are {[a.name for a in args]})")
+    for t in args:
+        if not isinstance(t.op, PlaceholderOp) and s.stage_of(t) is None:
+            raise LoweringError(f"argument '{t.name}' is not a tensor of this schedule")
+        st = s.stage_of(t)
+        if st is not None and st.attach is not AttachKind.ROOT:
+            raise LoweringError(f"argument '{t.name}' is computed {st.attach.value}; arguments must be at root")
+    names = [t.name for t in args]
+    if len(set(names)) != len(names):
+        raise LoweringError(f"argument names must be unique, got {names}")
+    return args
+
+
+def _check_attachments(s: Schedule) -> None:
+    for st in s.stages:
+        if st.attach is not AttachKind.AT:
+            continue
+        readers = s.reading_stages(st)
+        others = [r for r in readers if r is not st.attach_stage]
+        if others:
+            raise LoweringError(
+                f"stage '{st.name}' is computed inside '{st.attach_stage.name}' but also read by "
+                f"{[r.name for r in others]}, which cannot see it; compute it at root or give each reader a copy "
+                f"(cache_read)"
+            )
+
+
+def lower(s: Schedule, args, name: str = "kernel", passes: bool = True) -> LoweredFunc:
+    args = _check_args(s, args)
+    _check_attachments(s)
+    ctx = LowerContext(_inline_bodies(s))
+    for t in args:
+        ctx.buffers[id(t)] = Buffer(t.name, tuple(t.shape), t.dtype, Scope.GLOBAL)
+    for st in s.stages:
+        if st.attach is AttachKind.AT:
+            ctx.attached.setdefault(id(st.attach_axis), []).append(st)
+    roots = [st for st in s.stages if st.attach is AttachKind.ROOT]
+    allocs = []
+    for st in roots:
+        ctx.regions[id(st.tensor)] = Region(tuple(_zero() for _ in st.tensor.shape), tuple(st.tensor.shape))
+        if id(st.tensor) not in ctx.buffers:
+            ctx.buffers[id(st.tensor)] = Buffer(st.name, tuple(st.tensor.shape), st.tensor.dtype, st.scope)
+            allocs.append(ctx.buffers[id(st.tensor)])
+    body = seq(*[make_nest(st, ctx, {}) for st in roots])
+    for buf in reversed(allocs):
+        body = Allocate(buf, body)
+    func = LoweredFunc(name, tuple(ctx.buffers[id(t)] for t in args), body)
+    return run_passes(func) if passes else func
+
+
+def _zero() -> Expr:
+    from ..ir import arith
+
+    return arith.const(0)

@@ -1,0 +1,71 @@
+"""Simplify every expression of a statement with the ranges of the loops
+around it; drop loops of extent 1 and branches decided by the ranges; mark
+integer divisions of provably non-negative values as truncating (plain C `/`)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..ir.expr import Binary, BinOp, Const, Expr
+from ..ir.stmt import Allocate, For, IfThenElse, LetStmt, Seq, Stmt, Store, seq
+from ..ir.traverse import substitute, transform
+from .simplify import Ranges, const_bounds, simplify
+
+
+def _c_division(e: Expr, ranges: Ranges) -> Expr:
+    def fn(n: Expr):
+        if isinstance(n, Binary) and n.op in (BinOp.FLOORDIV, BinOp.FLOORMOD) and n.dtype.is_int:
+            a, b = const_bounds(n.a, ranges), const_bounds(n.b, ranges)
+            if a and b and a[0] >= 0 and b[0] > 0:
+                op = BinOp.TRUNCDIV if n.op is BinOp.FLOORDIV else BinOp.TRUNCMOD
+                return Binary(op, n.a, n.b, n.dtype)
+        return None
+
+    return transform(e, fn)
+
+
+def _expr(e: Expr, ranges: Ranges) -> Expr:
+    return _c_division(simplify(e, ranges), ranges)
+
+
+def simplify_stmt(stmt: Stmt, ranges: Ranges | None = None) -> Stmt | None:
+    ranges = dict(ranges or {})
+    if isinstance(stmt, For):
+        begin, extent = _expr(stmt.begin, ranges), _expr(stmt.extent, ranges)
+        if isinstance(extent, Const) and extent.value <= 0:
+            return None
+        if isinstance(begin, Const) and isinstance(extent, Const):
+            if extent.value == 1:
+                return simplify_stmt(substitute_stmt(stmt.body, stmt.var, begin), ranges)
+            ranges[id(stmt.var)] = (int(begin.value), int(begin.value + extent.value - 1))
+        body = simplify_stmt(stmt.body, ranges)
+        return None if body is None else replace(stmt, begin=begin, extent=extent, body=body)
+    if isinstance(stmt, Seq):
+        parts = [simplify_stmt(s, ranges) for s in stmt.stmts]
+        parts = [p for p in parts if p is not None]
+        return seq(*parts) if parts else None
+    if isinstance(stmt, IfThenElse):
+        cond = _expr(stmt.cond, ranges)
+        if isinstance(cond, Const):
+            return simplify_stmt(stmt.then if cond.value else stmt.orelse, ranges) \
+                if (cond.value or stmt.orelse is not None) else None
+        then = simplify_stmt(stmt.then, ranges)
+        orelse = simplify_stmt(stmt.orelse, ranges) if stmt.orelse is not None else None
+        if then is None and orelse is None:
+            return None
+        return IfThenElse(cond, then if then is not None else Seq(()), orelse)
+    if isinstance(stmt, Store):
+        return replace(stmt, indices=tuple(_expr(i, ranges) for i in stmt.indices), value=_expr(stmt.value, ranges))
+    if isinstance(stmt, Allocate):
+        body = simplify_stmt(stmt.body, ranges)
+        return None if body is None else replace(stmt, body=body)
+    if isinstance(stmt, LetStmt):
+        body = simplify_stmt(stmt.body, ranges)
+        return None if body is None else replace(stmt, value=_expr(stmt.value, ranges), body=body)
+    return stmt
+
+
+def substitute_stmt(stmt: Stmt, var, value: Expr) -> Stmt:
+    from ..ir.stmt_functor import map_stmt
+
+    return map_stmt(stmt, None, lambda e: substitute(e, {var: value}))

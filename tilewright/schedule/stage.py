@@ -1,0 +1,245 @@
+"""A stage: one compute op and the decisions about its loops (TVM's `s[C]`).
+
+Each primitive checks its request, raises ScheduleError naming the stage, the
+axis and the reason, and appends itself to the schedule's trace.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import TYPE_CHECKING
+
+from ..errors import ScheduleError
+from ..ir.expr import AxisKind, IterVar, Reduce
+from ..ir.stmt import ForKind, Scope
+from .relations import Fuse, Split
+
+if TYPE_CHECKING:
+    from .schedule import Schedule
+
+
+class AttachKind(enum.Enum):
+    ROOT = "root"
+    INLINE = "inline"
+    AT = "at"
+
+
+def _positive_int(value, stage: str, prim: str, param: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ScheduleError(f"stage '{stage}': {prim} {param} must be a positive int, got {value!r}")
+    return value
+
+
+class Stage:
+    def __init__(self, schedule: "Schedule", tensor, op, name: str):
+        self.schedule = schedule
+        self.tensor = tensor  # the tensor consumers read: identity of the stage
+        self.name = name
+        self.scope = Scope.GLOBAL
+        self.attach = AttachKind.ROOT
+        self.attach_stage: Stage | None = None
+        self.attach_axis: IterVar | None = None
+        self.reset(op)
+
+    def reset(self, op) -> None:
+        """(Re)start from `op` with its root axes as the loops, in order."""
+        self.op = op
+        self.root_axes: list[IterVar] = list(op.axis) + list(op.reduce_axis)
+        self.leaf_iter_vars: list[IterVar] = list(self.root_axes)
+        self.all_iter_vars: list[IterVar] = list(self.root_axes)
+        self.relations: list[Split | Fuse] = []
+        self.loop_kinds: dict[int, ForKind] = {}
+
+    # ---- queries -------------------------------------------------------
+    @property
+    def is_output(self) -> bool:
+        return any(self.tensor is t for t in self.schedule.outputs)
+
+    @property
+    def is_reduction(self) -> bool:
+        return isinstance(self.op.body, Reduce)
+
+    def loop_kind(self, axis: IterVar) -> ForKind:
+        return self.loop_kinds.get(id(axis), ForKind.SERIAL)
+
+    def __repr__(self) -> str:
+        loops = ", ".join(f"{a.name}:{a.extent}" for a in self.leaf_iter_vars)
+        return f"stage {self.name} [{self.attach.value}] ({loops})"
+
+    def _leaf(self, axis, prim: str) -> IterVar:
+        if isinstance(axis, IterVar) and any(axis is a for a in self.leaf_iter_vars):
+            return axis
+        loops = ", ".join(a.name for a in self.leaf_iter_vars)
+        if isinstance(axis, IterVar) and any(axis is a for a in self.all_iter_vars):
+            raise ScheduleError(
+                f"stage '{self.name}': {prim} of axis '{axis.name}', which was already split or fused; "
+                f"its current loops are [{loops}]"
+            )
+        owner = self.schedule.owner_of(axis) if isinstance(axis, IterVar) else None
+        what = f"axis '{axis.name}' of stage '{owner.name}'" if owner else f"{axis!r}"
+        raise ScheduleError(f"stage '{self.name}': {prim} got {what}, not one of this stage's loops [{loops}]")
+
+    def _record(self, prim: str, **args) -> None:
+        self.schedule.trace.append(self.name, prim, args)
+
+    # ---- loop structure ------------------------------------------------
+    def split(self, parent: IterVar, factor: int | None = None, nparts: int | None = None):
+        """Split loop `parent` into (outer, inner), inner of extent `factor`
+        (or outer of extent `nparts`). A factor that does not divide the
+        extent is allowed: lowering guards or partitions the tail.
+
+            for i in 0..10           for i.outer in 0..3
+              body(i)          ->      for i.inner in 0..4
+                                         if i.outer*4 + i.inner < 10: body(...)
+        """
+        parent = self._leaf(parent, "split")
+        if (factor is None) == (nparts is None):
+            raise ScheduleError(f"stage '{self.name}': split of '{parent.name}' needs exactly one of factor= or nparts=")
+        if factor is not None:
+            factor = _positive_int(factor, self.name, "split", "factor")
+        else:
+            nparts = _positive_int(nparts, self.name, "split", "nparts")
+            factor = -(-parent.extent // nparts)
+        outer = IterVar(f"{parent.name}.outer", extent=-(-parent.extent // factor), kind=parent.kind)
+        inner = IterVar(f"{parent.name}.inner", extent=factor, kind=parent.kind)
+        self._replace_leaf(parent, [outer, inner])
+        self.relations.append(Split(parent, outer, inner, factor))
+        self._record("split", axis=parent.name, factor=factor)
+        return outer, inner
+
+    def fuse(self, *axes: IterVar) -> IterVar:
+        """Fuse adjacent loops (outermost first) into one.
+
+            for i in 0..4                for i.j.fused in 0..12
+              for j in 0..3        ->      body(fused // 3, fused % 3)
+        """
+        if len(axes) == 1 and isinstance(axes[0], (list, tuple)):
+            axes = tuple(axes[0])
+        if len(axes) < 2:
+            raise ScheduleError(f"stage '{self.name}': fuse needs at least two loops")
+        leaves = [self._leaf(a, "fuse") for a in axes]
+        pos = [self._position(a) for a in leaves]
+        if pos != list(range(pos[0], pos[0] + len(pos))):
+            raise ScheduleError(
+                f"stage '{self.name}': fuse needs adjacent loops, outer first; "
+                f"[{', '.join(a.name for a in leaves)}] are at positions {pos}; reorder them first"
+            )
+        kinds = {a.kind for a in leaves}
+        if len(kinds) > 1:
+            raise ScheduleError(f"stage '{self.name}': cannot fuse spatial and reduce loops "
+                                f"[{', '.join(a.name for a in leaves)}]")
+        for a in leaves[1:]:
+            if id(a) in self.loop_kinds:
+                raise ScheduleError(f"stage '{self.name}': loop '{a.name}' is already marked "
+                                    f"{self.loop_kinds[id(a)].value}; fuse before annotating")
+        fused, names = leaves[0], [leaves[0].name]
+        for inner in leaves[1:]:
+            names.append(inner.name)
+            new = IterVar(".".join(names) + ".fused", extent=fused.extent * inner.extent, kind=inner.kind)
+            self._replace_leaf(fused, [new])
+            self._remove_leaf(inner)
+            self.relations.append(Fuse(fused, inner, new))
+            fused = new
+        self._record("fuse", axes=[a.name for a in leaves])
+        return fused
+
+    def reorder(self, *axes: IterVar) -> None:
+        """Put the given loops, in this order, into the positions they occupy."""
+        if len(axes) == 1 and isinstance(axes[0], (list, tuple)):
+            axes = tuple(axes[0])
+        leaves = [self._leaf(a, "reorder") for a in axes]
+        if len({id(a) for a in leaves}) != len(leaves):
+            raise ScheduleError(f"stage '{self.name}': reorder lists a loop twice: {[a.name for a in leaves]}")
+        slots = sorted(self._position(a) for a in leaves)
+        for slot, axis in zip(slots, leaves):
+            self.leaf_iter_vars[slot] = axis
+        self._record("reorder", axes=[a.name for a in leaves])
+
+    def tile(self, x: IterVar, y: IterVar, x_factor: int, y_factor: int):
+        """split x and y, then order (x.outer, y.outer, x.inner, y.inner)."""
+        xo, xi = self.split(x, factor=x_factor)
+        yo, yi = self.split(y, factor=y_factor)
+        self.reorder(xo, yo, xi, yi)
+        return xo, yo, xi, yi
+
+    # ---- loop annotations ------------------------------------------------
+    def _annotate(self, axis, kind: ForKind, prim: str) -> None:
+        axis = self._leaf(axis, prim)
+        if kind in (ForKind.PARALLEL, ForKind.VECTORIZED) and axis.kind is AxisKind.REDUCE:
+            raise ScheduleError(
+                f"stage '{self.name}': cannot {prim} reduce loop '{axis.name}' (its iterations all update one "
+                f"value); use s.rfactor to make it a spatial loop of a new stage first"
+            )
+        self.loop_kinds[id(axis)] = kind
+        self._record(prim, axis=axis.name)
+
+    def parallel(self, axis: IterVar) -> None:
+        """Run the iterations of `axis` on all cores (OpenMP on CPUs)."""
+        self._annotate(axis, ForKind.PARALLEL, "parallel")
+
+    def vectorize(self, axis: IterVar) -> None:
+        """Turn the innermost loop `axis` into SIMD vector operations."""
+        self._annotate(axis, ForKind.VECTORIZED, "vectorize")
+
+    def unroll(self, axis: IterVar) -> None:
+        """Replicate the body of `axis` once per iteration in the generated code."""
+        self._annotate(axis, ForKind.UNROLLED, "unroll")
+
+    # ---- placement -----------------------------------------------------
+    def compute_at(self, parent: "Stage", axis: IterVar) -> None:
+        """Compute this stage inside loop `axis` of `parent`, only the region
+        that iteration needs (bound inference decides it)."""
+        if not isinstance(parent, Stage) or parent.schedule is not self.schedule:
+            raise ScheduleError(f"stage '{self.name}': compute_at needs a stage of the same schedule, s[T]")
+        axis = parent._leaf(axis, f"compute_at of '{self.name}' at")
+        self._check_movable("compute_at")
+        if parent is self:
+            raise ScheduleError(f"stage '{self.name}': cannot compute_at itself")
+        readers = self.schedule.reading_stages(self)
+        if not any(parent is r for r in readers):
+            names = ", ".join(r.name for r in readers) or "(none)"
+            raise ScheduleError(
+                f"stage '{self.name}': compute_at stage '{parent.name}', which does not read it; "
+                f"attach it inside a loop of a stage that reads it: {names}"
+            )
+        node = parent
+        while node is not None:
+            if node is self:
+                raise ScheduleError(f"stage '{self.name}': compute_at '{parent.name}' would make a cycle")
+            node = node.attach_stage
+        self.attach, self.attach_stage, self.attach_axis = AttachKind.AT, parent, axis
+        self.schedule.trace.append(self.name, "compute_at", {"parent": parent.name, "axis": axis.name})
+
+    def compute_inline(self) -> None:
+        """Substitute this stage's formula into its readers; no storage."""
+        self._check_movable("compute_inline")
+        if self.is_reduction:
+            raise ScheduleError(f"stage '{self.name}': a reduction cannot be inlined; use compute_at instead")
+        self.attach, self.attach_stage, self.attach_axis = AttachKind.INLINE, None, None
+        self._record("compute_inline")
+
+    def compute_root(self) -> None:
+        """Compute the whole tensor before its readers (the default)."""
+        self.attach, self.attach_stage, self.attach_axis = AttachKind.ROOT, None, None
+        self._record("compute_root")
+
+    def _check_movable(self, prim: str) -> None:
+        if self.is_output:
+            raise ScheduleError(f"stage '{self.name}' is an output of the schedule; it cannot be moved by {prim}")
+
+    # ---- helpers -------------------------------------------------------
+    def _position(self, axis: IterVar) -> int:
+        return next(n for n, a in enumerate(self.leaf_iter_vars) if a is axis)
+
+    def _replace_leaf(self, old: IterVar, new: list[IterVar]) -> None:
+        kind = self.loop_kinds.get(id(old))
+        if kind is not None:
+            raise ScheduleError(
+                f"stage '{self.name}': loop '{old.name}' is already marked {kind.value}; split or fuse before annotating"
+            )
+        pos = self._position(old)
+        self.leaf_iter_vars[pos:pos + 1] = new
+        self.all_iter_vars.extend(new)
+
+    def _remove_leaf(self, axis: IterVar) -> None:
+        del self.leaf_iter_vars[self._position(axis)]

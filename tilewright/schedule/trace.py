@@ -1,0 +1,102 @@
+"""The trace: every schedule primitive applied, in order, as plain data that
+serialises to JSON and replays onto the same program to the same schedule."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from ..errors import ScheduleError
+
+
+@dataclass(frozen=True)
+class Step:
+    stage: str  # "" for schedule-level primitives (cache_read, cache_write, rfactor)
+    primitive: str
+    args: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"stage": self.stage, "primitive": self.primitive, "args": self.args}
+
+
+class Trace:
+    def __init__(self, steps=()):
+        self.steps: list[Step] = list(steps)
+
+    def append(self, stage: str, primitive: str, args: dict) -> None:
+        self.steps.append(Step(stage, primitive, dict(args)))
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    def __iter__(self):
+        return iter(self.steps)
+
+    def to_json(self) -> str:
+        return json.dumps([s.to_json() for s in self.steps])
+
+    @classmethod
+    def from_json(cls, text: str) -> "Trace":
+        return cls(Step(d["stage"], d["primitive"], d.get("args", {})) for d in json.loads(text))
+
+    def __str__(self) -> str:
+        lines = []
+        for s in self.steps:
+            args = ", ".join(f"{k}={v!r}" for k, v in s.args.items())
+            lines.append(f"{s.stage + '.' if s.stage else 's.'}{s.primitive}({args})")
+        return "\n".join(lines)
+
+    def replay(self, outputs):
+        """Apply the steps to a fresh schedule of `outputs`."""
+        from .schedule import create_schedule
+
+        s = create_schedule(outputs)
+        for step in self.steps:
+            _apply(s, step)
+        return s
+
+
+def _axis(stage, name: str):
+    for a in stage.leaf_iter_vars:
+        if a.name == name:
+            return a
+    raise ScheduleError(f"trace replay: stage '{stage.name}' has no loop named '{name}'")
+
+
+def _tensor(s, name: str):
+    for t in s.program.inputs:
+        if t.name == name:
+            return t
+    return s[name].tensor
+
+
+def _apply(s, step: Step) -> None:
+    a = step.args
+    if not step.stage:
+        if step.primitive == "cache_read":
+            s.cache_read(_tensor(s, a["tensor"]), a["scope"], [s[r] for r in a["readers"]])
+        elif step.primitive == "cache_write":
+            s.cache_write(s[a["tensor"]].tensor, a["scope"])
+        elif step.primitive == "rfactor":
+            st = s[a["tensor"]]
+            s.rfactor(st.tensor, _axis(st, a["axis"]), a["factor_axis"])
+        else:
+            raise ScheduleError(f"trace replay: unknown schedule primitive {step.primitive!r}")
+        return
+    st = s[step.stage]
+    p = step.primitive
+    if p == "split":
+        st.split(_axis(st, a["axis"]), factor=a["factor"])
+    elif p == "fuse":
+        st.fuse(*[_axis(st, n) for n in a["axes"]])
+    elif p == "reorder":
+        st.reorder(*[_axis(st, n) for n in a["axes"]])
+    elif p in ("parallel", "vectorize", "unroll"):
+        getattr(st, p)(_axis(st, a["axis"]))
+    elif p == "compute_at":
+        parent = s[a["parent"]]
+        st.compute_at(parent, _axis(parent, a["axis"]))
+    elif p in ("compute_inline", "compute_root"):
+        getattr(st, p)()
+    else:
+        raise ScheduleError(f"trace replay: unknown primitive {p!r} on stage '{step.stage}'")
