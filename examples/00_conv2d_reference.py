@@ -30,7 +30,7 @@ def main() -> None:
     rng = np.random.default_rng(0)
     inputs = {
         x: rng.standard_normal((n, c, h, w), dtype=np.float32),
-        weight: rng.standard_normal((f, c, k, k), dtype=np.float32) / np.sqrt(c * k * k),
+        weight: rng.standard_normal((f, c, k, k), dtype=np.float32) / np.float32(np.sqrt(c * k * k)),
         bias: rng.standard_normal(f, dtype=np.float32),
     }
     start = time.perf_counter()

@@ -36,9 +36,9 @@ def combine(children):
         (tw.floor, np.floor),
     ])
 
-    def make_binary(op, l, r):
-        return (lambda A, B, i, j: op[0](l[0](A, B, i, j), r[0](A, B, i, j)),
-                lambda a, b, i, j: op[1](l[1](a, b, i, j), r[1](a, b, i, j)))
+    def make_binary(op, lhs, rhs):
+        return (lambda A, B, i, j: op[0](lhs[0](A, B, i, j), rhs[0](A, B, i, j)),
+                lambda a, b, i, j: op[1](lhs[1](a, b, i, j), rhs[1](a, b, i, j)))
 
     def make_unary(op, c):
         return (lambda A, B, i, j: op[0](c[0](A, B, i, j)), lambda a, b, i, j: op[1](c[1](a, b, i, j)))

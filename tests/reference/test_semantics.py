@@ -119,10 +119,10 @@ def test_input_validation_messages():
         tw.evaluate(Y, {"X": np.zeros((2, 3), complex)})
     with pytest.raises(tw.EvaluationError, match="'Y' is computed by the program, not an input"):
         tw.evaluate(Y, {"X": np.zeros((2, 3)), "Y": np.zeros((2, 3))})
-    I = tw.placeholder((2,), "int32", name="I")
-    J = tw.compute((2,), lambda i: I[i] + 1, name="J")
+    ints = tw.placeholder((2,), "int32", name="I")
+    J = tw.compute((2,), lambda i: ints[i] + 1, name="J")
     with pytest.raises(tw.EvaluationError, match="input 'I' has dtype float64, which does not convert to int32"):
-        tw.evaluate(J, {I: np.zeros(2)})
+        tw.evaluate(J, {ints: np.zeros(2)})
 
 
 def test_float64_input_converts_to_float32_placeholder():

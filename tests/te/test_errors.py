@@ -47,7 +47,8 @@ def test_reduce_axis_in_two_reducers(A):
 
 def test_reduce_axis_used_but_not_reduced(A):
     k, m = tw.reduce_axis(6, name="k"), tw.reduce_axis(4, name="m")
-    with pytest.raises(tw.ExprError, match=r"reduce axis 'm' appears in the reduction but is not in its axis list \[k\]"):
+    match = r"reduce axis 'm' appears in the reduction but is not in its axis list \[k\]"
+    with pytest.raises(tw.ExprError, match=match):
         tw.compute((4,), lambda i: tw.sum(A[m, k], axis=k), name="B")
 
 

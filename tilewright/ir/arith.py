@@ -43,7 +43,7 @@ def as_expr(value, like: DType | None = None, context: str = "expression") -> Ex
     if hasattr(value, "op") and hasattr(value, "shape"):  # a te Tensor
         raise ExprError(
             f"{context}: tensor '{value.name}' is used as a scalar; index it, e.g. "
-            f"{value.name}[{', '.join('i%d' % n for n in range(len(value.shape)))}]"
+            f"{value.name}[{', '.join(f'i{n}' for n in range(len(value.shape)))}]"
         )
     value = _python_scalar(value)
     if not isinstance(value, numbers.Number) or isinstance(value, complex):

@@ -41,11 +41,11 @@ class DType:
     bits: int
     lanes: int = 1  # > 1 only in vectorized loop IR
 
-    def with_lanes(self, lanes: int) -> "DType":
+    def with_lanes(self, lanes: int) -> DType:
         return DType(self.name, self.kind, self.bits, lanes)
 
     @property
-    def scalar(self) -> "DType":
+    def scalar(self) -> DType:
         return self if self.lanes == 1 else DType(self.name, self.kind, self.bits)
 
     @property

@@ -123,7 +123,7 @@ class Expr:
     def __pow__(self, o):
         return arith.call(Intrinsic.POW, self, o)
 
-    def astype(self, dtype) -> "Expr":
+    def astype(self, dtype) -> Expr:
         return arith.cast(self, dtype)
 
 
@@ -152,7 +152,7 @@ class IterVar(Var):
         return self.begin + self.extent
 
     @property
-    def var(self) -> "IterVar":  # TVM spelling: axis.var
+    def var(self) -> IterVar:  # TVM spelling: axis.var
         return self
 
     @property

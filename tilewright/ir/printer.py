@@ -2,7 +2,23 @@
 
 from __future__ import annotations
 
-from .expr import Binary, BinOp, Broadcast, Call, Cast, Compare, Const, Expr, Load, Ramp, Reduce, Select, Unary, UnOp, Var
+from .expr import (
+    Binary,
+    BinOp,
+    Broadcast,
+    Call,
+    Cast,
+    Compare,
+    Const,
+    Expr,
+    Load,
+    Ramp,
+    Reduce,
+    Select,
+    Unary,
+    UnOp,
+    Var,
+)
 
 # Python's precedence, so a printed formula reads as Python would parse it.
 _INFIX_PREC = {

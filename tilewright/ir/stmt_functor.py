@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import replace
-from typing import Callable, Iterator
 
 from .expr import Expr
 from .stmt import Allocate, For, IfThenElse, LetStmt, Seq, Stmt, Store, seq

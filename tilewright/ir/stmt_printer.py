@@ -5,7 +5,6 @@ from __future__ import annotations
 from .printer import expr_str
 from .stmt import Allocate, For, ForKind, IfThenElse, LetStmt, Seq, Stmt, Store
 
-
 _e = expr_str
 
 

@@ -3,7 +3,10 @@ with errors that name the operator and the parameter."""
 
 from __future__ import annotations
 
-from ..errors import ShapeError
+import inspect
+from collections.abc import Callable
+
+from ..errors import DTypeError, ShapeError
 from ..te.tensor import Tensor
 
 
@@ -33,3 +36,36 @@ def conv_out_size(size: int, kernel: int, stride: int, pad_before: int, pad_afte
             f"dilated kernel ({span}); output size would be {out}"
         )
     return out
+
+
+def named_axes(fcompute, names) -> Callable:
+    """`fcompute(*idx)` with the parameter names `names`, which `compute` takes as
+    axis names; lets an N-d operator name its axes (n, c, h, w) instead of ax0.."""
+    names = tuple(names)
+
+    def wrapper(*idx):
+        return fcompute(*idx)
+
+    wrapper.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in names]
+    )
+    return wrapper
+
+
+def normalize_dim(dim, ndim: int, op: str, param: str = "dim") -> int:
+    """A PyTorch dim in [-ndim, ndim) as a non-negative axis number."""
+    if isinstance(dim, bool) or not isinstance(dim, int):
+        raise ShapeError(f"{op}: {param} must be an int, got {dim!r}")
+    if not -ndim <= dim < ndim:
+        raise ShapeError(
+            f"{op}: {param} {dim} is out of range for a {ndim}-d tensor; valid range is [{-ndim}, {ndim - 1}]"
+        )
+    return dim % ndim
+
+
+def require_float(t: Tensor, op: str, role: str = "input") -> None:
+    if not t.dtype.is_float:
+        raise DTypeError(
+            f"{op}: {role} '{t.name}' has dtype {t.dtype}, but {op} needs a floating-point tensor; "
+            f"cast it first (a compute stage with tw.cast)"
+        )

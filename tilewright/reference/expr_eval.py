@@ -14,7 +14,23 @@ import numpy as np
 
 from ..errors import EvaluationError
 from ..ir.dtype import DType, bfloat16
-from ..ir.expr import Binary, BinOp, Call, Cast, CmpOp, Compare, Const, Expr, Intrinsic, Load, Reduce, Select, Unary, UnOp, Var
+from ..ir.expr import (
+    Binary,
+    BinOp,
+    Call,
+    Cast,
+    CmpOp,
+    Compare,
+    Const,
+    Expr,
+    Intrinsic,
+    Load,
+    Reduce,
+    Select,
+    Unary,
+    UnOp,
+    Var,
+)
 from .values import round_to_bfloat16, to_storage
 
 _erf = np.frompyfunc(math.erf, 1, 1)

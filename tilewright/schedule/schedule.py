@@ -113,7 +113,8 @@ class Schedule:
         stage.scope = sc
         first = min(self.stages.index(r) for r in readers)
         self.stages.insert(first, stage)
-        self.trace.append("", "cache_read", {"tensor": tensor.name, "scope": scope, "readers": [r.name for r in readers]})
+        self.trace.append("", "cache_read",
+                          {"tensor": tensor.name, "scope": scope, "readers": [r.name for r in readers]})
         return cache
 
     def cache_write(self, tensor: Tensor, scope: str) -> Tensor:

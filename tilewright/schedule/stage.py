@@ -31,7 +31,7 @@ def _positive_int(value, stage: str, prim: str, param: str) -> int:
 
 
 class Stage:
-    def __init__(self, schedule: "Schedule", tensor, op, name: str):
+    def __init__(self, schedule: Schedule, tensor, op, name: str):
         self.schedule = schedule
         self.tensor = tensor  # the tensor consumers read: identity of the stage
         self.name = name
@@ -94,7 +94,8 @@ class Stage:
         """
         parent = self._leaf(parent, "split")
         if (factor is None) == (nparts is None):
-            raise ScheduleError(f"stage '{self.name}': split of '{parent.name}' needs exactly one of factor= or nparts=")
+            raise ScheduleError(
+                f"stage '{self.name}': split of '{parent.name}' needs exactly one of factor= or nparts=")
         if factor is not None:
             factor = _positive_int(factor, self.name, "split", "factor")
         else:
@@ -186,7 +187,7 @@ class Stage:
         self._annotate(axis, ForKind.UNROLLED, "unroll")
 
     # ---- placement -----------------------------------------------------
-    def compute_at(self, parent: "Stage", axis: IterVar) -> None:
+    def compute_at(self, parent: Stage, axis: IterVar) -> None:
         """Compute this stage inside loop `axis` of `parent`, only the region
         that iteration needs (bound inference decides it)."""
         if not isinstance(parent, Stage) or parent.schedule is not self.schedule:
@@ -235,7 +236,8 @@ class Stage:
         kind = self.loop_kinds.get(id(old))
         if kind is not None:
             raise ScheduleError(
-                f"stage '{self.name}': loop '{old.name}' is already marked {kind.value}; split or fuse before annotating"
+                f"stage '{self.name}': loop '{old.name}' is already marked {kind.value}; "
+                "split or fuse before annotating"
             )
         pos = self._position(old)
         self.leaf_iter_vars[pos:pos + 1] = new

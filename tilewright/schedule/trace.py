@@ -36,7 +36,7 @@ class Trace:
         return json.dumps([s.to_json() for s in self.steps])
 
     @classmethod
-    def from_json(cls, text: str) -> "Trace":
+    def from_json(cls, text: str) -> Trace:
         return cls(Step(d["stage"], d["primitive"], d.get("args", {})) for d in json.loads(text))
 
     def __str__(self) -> str:

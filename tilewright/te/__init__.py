@@ -4,9 +4,33 @@ Imports `ir` and `errors` only."""
 
 from .formula import program_str
 from .intrinsics import (
-    abs, all, any, cast, ceil, const, cos, erf, exp, floor, floordiv, floormod, if_then_else, log,
-    logical_and, logical_not, logical_or, pow, round, rsqrt, select, sigmoid, sin, sqrt, tanh,
-    truncdiv, truncmod,
+    abs,
+    all,
+    any,
+    cast,
+    ceil,
+    const,
+    cos,
+    erf,
+    exp,
+    floor,
+    floordiv,
+    floormod,
+    if_then_else,
+    log,
+    logical_and,
+    logical_not,
+    logical_or,
+    pow,
+    round,
+    rsqrt,
+    select,
+    sigmoid,
+    sin,
+    sqrt,
+    tanh,
+    truncdiv,
+    truncmod,
 )
 from .operation import compute, placeholder, reduce_axis
 from .program import Program, collect_program

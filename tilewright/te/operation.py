@@ -6,7 +6,7 @@ from __future__ import annotations
 import inspect
 import itertools
 import weakref
-from typing import Callable
+from collections.abc import Callable
 
 from ..errors import ExprError, NameConflictError, ShapeError
 from ..ir.arith import as_expr
@@ -129,7 +129,8 @@ def _validate_body(name: str, axes: tuple[IterVar, ...], body: Expr) -> tuple[It
             if not isinstance(node, Var):
                 continue
             if not isinstance(node, IterVar):
-                raise ExprError(f"compute '{name}': unknown variable '{node.name}'; only this compute's axes may appear")
+                raise ExprError(
+                    f"compute '{name}': unknown variable '{node.name}'; only this compute's axes may appear")
             if node.kind is AxisKind.REDUCE:
                 if not inside:
                     raise ExprError(

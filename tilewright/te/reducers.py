@@ -7,7 +7,7 @@ axis, it combines them elementwise (so `tw.max(a, b)` is the larger of a and b).
 from __future__ import annotations
 
 import itertools
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -31,7 +31,8 @@ class Reducer:
         lhs, rhs = Var(f"lhs{n}", dtype), Var(f"rhs{n}", dtype)
         result = arith.as_expr(self._fcombine(lhs, rhs), dtype, f"reducer {self.name}")
         if result.dtype != dtype:
-            raise ExprError(f"reducer {self.name} combines two {dtype} values into {result.dtype}; it must keep {dtype}")
+            raise ExprError(
+                f"reducer {self.name} combines two {dtype} values into {result.dtype}; it must keep {dtype}")
         identity = self._fidentity(dtype)
         identity = arith.const(identity.value if isinstance(identity, Const) else identity, dtype)
         return Combiner(self.name, lhs, rhs, result, identity)

@@ -18,7 +18,7 @@ class PlaceholderOp:
     dtype: DType
 
     @property
-    def input_tensors(self) -> tuple["Tensor", ...]:
+    def input_tensors(self) -> tuple[Tensor, ...]:
         return ()
 
 
@@ -29,7 +29,7 @@ class ComputeOp:
     reduce_axis: tuple[IterVar, ...]
     body: Expr
     attrs: dict = field(default_factory=dict)
-    input_tensors: tuple["Tensor", ...] = ()
+    input_tensors: tuple[Tensor, ...] = ()
 
     @property
     def shape(self) -> tuple[int, ...]:

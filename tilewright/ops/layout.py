@@ -1,0 +1,149 @@
+"""Data layouts in TVM's notation, and convolution on packed (NCHWc) data.
+
+A layout string lists the axes in memory order: an upper-case letter is a
+primal axis, a number and a lower-case letter is a split sub-axis of that
+primal axis (the inner part): "NCHW8c" is NCHW with C cut into blocks of 8
+stored innermost, "OIHW8i16o" packs a conv weight the same way.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..errors import ShapeError
+from ..te import compute, reduce_axis
+from ..te import sum as te_sum
+from ..te.tensor import Tensor
+from .conv import add_bias, check_bias, conv_padding, expect_same_dtype, expect_tensor, out_sizes
+from .pad import pad_axes
+from .params import expect_ndim, named_axes, ntuple
+
+_TOKEN = re.compile(r"([A-Z])|([1-9][0-9]*)([a-z])")
+
+
+def parse_layout(layout, op: str, role: str) -> list[tuple[str, int]]:
+    """Tokens (primal letter, split factor; 0 for the primal axis itself)."""
+    if not isinstance(layout, str) or not layout:
+        raise ShapeError(f"{op}: {role} layout must be a non-empty string such as 'NCHW8c', got {layout!r}")
+    tokens, pos = [], 0
+    while pos < len(layout):
+        m = _TOKEN.match(layout, pos)
+        if m is None:
+            raise ShapeError(
+                f"{op}: {role} layout {layout!r} is invalid at {layout[pos:]!r}; primal axes are upper-case "
+                f"letters and split sub-axes a positive number plus the lower-case letter, e.g. 'NCHW8c'"
+            )
+        tokens.append((m.group(1), 0) if m.group(1) else (m.group(3).upper(), int(m.group(2))))
+        pos = m.end()
+    primal = [a for a, f in tokens if f == 0]
+    splits = [a for a, f in tokens if f]
+    for letters, what in ((primal, "primal axis"), (splits, "split sub-axis")):
+        dup = sorted({a for a in letters if letters.count(a) > 1})
+        if dup:
+            raise ShapeError(f"{op}: {role} layout {layout!r} repeats the {what} {', '.join(dup)}; each appears once")
+    orphans = sorted(set(splits) - set(primal))
+    if orphans:
+        raise ShapeError(
+            f"{op}: {role} layout {layout!r} splits {', '.join(a.lower() for a in orphans)} without the primal "
+            f"axis {', '.join(orphans)}; a sub-axis needs its upper-case axis too"
+        )
+    return tokens
+
+
+def _axis_name(letter: str, factor: int) -> str:
+    return letter.lower() + ("_inner" if factor else "")
+
+
+def layout_transform(t: Tensor, src: str, dst: str, name: str = "layout_transform") -> Tensor:
+    """Re-pack `t`, laid out as `src`, into layout `dst` (e.g. "NCHW" -> "NCHW8c",
+    "NCHW16c" -> "NCHW", "NCHW" -> "NHWC", "OIHW" -> "OIHW8i16o"). Returns `t`
+    itself when the layouts are equal."""
+    op = "layout_transform"
+    expect_tensor(t, op, "input")
+    src_tokens, dst_tokens = parse_layout(src, op, "src"), parse_layout(dst, op, "dst")
+    src_primal = sorted(a for a, f in src_tokens if f == 0)
+    dst_primal = sorted(a for a, f in dst_tokens if f == 0)
+    if src_primal != dst_primal:
+        raise ShapeError(
+            f"{op}: src layout {src!r} and dst layout {dst!r} must have the same primal (upper-case) axes, got "
+            f"{''.join(src_primal)} and {''.join(dst_primal)}"
+        )
+    if len(src_tokens) != t.ndim:
+        raise ShapeError(
+            f"{op}: src layout {src!r} has {len(src_tokens)} axes but tensor '{t.name}' has shape {list(t.shape)}"
+        )
+    src_split = {a: f for a, f in src_tokens if f}
+    dst_split = {a: f for a, f in dst_tokens if f}
+    extent = {}
+    for (a, f), n in zip(src_tokens, t.shape, strict=True):
+        if f and n != f:
+            raise ShapeError(
+                f"{op}: src layout {src!r} says sub-axis {f}{a.lower()} has extent {f} but tensor '{t.name}' "
+                f"(shape {list(t.shape)}) has {n} there"
+            )
+        if not f:
+            extent[a] = n * src_split.get(a, 1)
+    for a, f in dst_split.items():
+        if extent[a] % f:
+            raise ShapeError(
+                f"{op}: dst layout {dst!r} splits axis {a} (extent {extent[a]}) into blocks of {f}, which does not "
+                f"divide it; use a factor of {extent[a]}"
+            )
+    if src_tokens == dst_tokens:
+        return t
+    shape = tuple(f if f else extent[a] // dst_split.get(a, 1) for a, f in dst_tokens)
+
+    def body(*idx):
+        at = dict(zip(dst_tokens, idx, strict=True))
+        out = []
+        for a, f in src_tokens:
+            fs, fd = src_split.get(a, 0), dst_split.get(a, 0)
+            if fs == fd:  # same decomposition: copy the index
+                out.append(at[(a, f)])
+                continue
+            logical = at[(a, 0)] * fd + at[(a, fd)] if fd else at[(a, 0)]
+            out.append(logical % fs if f else (logical // fs if fs else logical))
+        return t[tuple(out)]
+
+    return compute(shape, named_axes(body, [_axis_name(a, f) for a, f in dst_tokens]), name=name)
+
+
+def conv2d_nchwc(x: Tensor, w: Tensor, bias: Tensor | None = None, stride=1, padding=0, dilation=1,
+                 name: str = "conv2d_nchwc") -> Tensor:
+    """Convolution on packed data: x [N, C/cb, H, W, cb] (NCHW{cb}c), w [O/ob, C/cb, KH, KW, cb, ob]
+    (OIHW{cb}i{ob}o), bias [O] -> [N, O/ob, OH, OW, ob] (NCHW{ob}c). No groups."""
+    op = "conv2d_nchwc"
+    expect_tensor(x, op, "input")
+    expect_tensor(w, op, "weight")
+    expect_ndim(x, 5, op, "input", "NCHW{cb}c: N, C/cb, H, W, cb")
+    expect_ndim(w, 6, op, "weight", "OIHW{cb}i{ob}o: O/ob, C/cb, KH, KW, cb, ob")
+    expect_same_dtype(x, w, op, "weight")
+    if (w.shape[1], w.shape[4]) != (x.shape[1], x.shape[4]):
+        raise ShapeError(
+            f"{op}: weight '{w.name}' (OIHW{{cb}}i{{ob}}o, shape {list(w.shape)}) must hold {x.shape[1]} input "
+            f"blocks of {x.shape[4]} channels (axes 1 and 4) to match input '{x.name}' (shape {list(x.shape)}), "
+            f"got {w.shape[1]} blocks of {w.shape[4]}; conv2d_nchwc has no groups parameter (grouped convolution "
+            f"is not supported on packed data: use conv2d(..., groups=...) on NCHW)"
+        )
+    stride = ntuple(stride, 2, op, "stride", 1)
+    dilation = ntuple(dilation, 2, op, "dilation", 1)
+    kernel = w.shape[2:4]
+    before, after = conv_padding(padding, kernel, stride, dilation, op)
+    out_spatial = out_sizes(x, x.shape[2:4], kernel, stride, before, after, dilation, ("h", "w"), op)
+    out_blocks, block = w.shape[0], w.shape[5]
+    check_bias(bias, x, out_blocks * block, op)
+
+    data = pad_axes(x, [0, 0, *before, 0], [0, 0, *after, 0], 0, name=f"{name}_pad")
+    rc = reduce_axis(x.shape[1], "rc")
+    rh, rw = reduce_axis(kernel[0], "rh"), reduce_axis(kernel[1], "rw")
+    rci = reduce_axis(x.shape[4], "rc_inner")
+    (sh, sw), (dh, dw) = stride, dilation
+
+    def body(n, o, h, w_, oi):
+        src = data[n, rc, h * sh + rh * dh, w_ * sw + rw * dw, rci]
+        return te_sum(src * w[o, rc, rh, rw, rci, oi], axis=[rc, rh, rw, rci])
+
+    names = ("n", "o", "h", "w", "o_inner")
+    shape = (x.shape[0], out_blocks, *out_spatial, block)
+    acc = compute(shape, named_axes(body, names), name=name if bias is None else f"{name}_sum")
+    return add_bias(acc, bias, lambda n, o, h, w_, oi: o * block + oi, names, name)
