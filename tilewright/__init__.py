@@ -5,22 +5,66 @@ Describe a computation with tensor expressions (`placeholder`, `compute`,
 with the NumPy reference (`evaluate`)."""
 
 from . import ops
+from .driver import build, lower
 from .errors import (
-    BuildError, DTypeError, EvaluationError, ExprError, LoweringError, MeasureError, NameConflictError,
-    ScheduleError, ShapeError, TilewrightError,
+    BuildError,
+    DTypeError,
+    EvaluationError,
+    ExprError,
+    LoweringError,
+    MeasureError,
+    NameConflictError,
+    ScheduleError,
+    ShapeError,
+    TilewrightError,
 )
 from .ir.dtype import DType, as_dtype
 from .reference import evaluate
+from .schedule import Schedule, create_schedule
+from .targets import Target, as_target
 from .te import (
-    Tensor, abs, all, any, cast, ceil, comm_reducer, compute, const, cos, erf, exp, floor, floordiv,
-    floormod, if_then_else, log, logical_and, logical_not, logical_or, max, min, placeholder, pow,
-    reduce_axis, round, rsqrt, select, sigmoid, sin, sqrt, sum, tanh, truncdiv, truncmod,
+    Tensor,
+    abs,
+    all,
+    any,
+    cast,
+    ceil,
+    comm_reducer,
+    compute,
+    const,
+    cos,
+    erf,
+    exp,
+    floor,
+    floordiv,
+    floormod,
+    if_then_else,
+    log,
+    logical_and,
+    logical_not,
+    logical_or,
+    max,
+    min,
+    placeholder,
+    pow,
+    reduce_axis,
+    round,
+    rsqrt,
+    select,
+    sigmoid,
+    sin,
+    sqrt,
+    sum,
+    tanh,
+    truncdiv,
+    truncmod,
 )
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "ops", "evaluate", "DType", "as_dtype", "Tensor",
+    "ops", "evaluate", "DType", "as_dtype", "Tensor", "build", "lower", "Schedule", "create_schedule", "Target",
+    "as_target",
     "BuildError", "DTypeError", "EvaluationError", "ExprError", "LoweringError", "MeasureError",
     "NameConflictError", "ScheduleError", "ShapeError", "TilewrightError",
     "abs", "all", "any", "cast", "ceil", "comm_reducer", "compute", "const", "cos", "erf", "exp", "floor",

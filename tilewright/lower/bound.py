@@ -40,6 +40,8 @@ def interval(e: Expr, ranged: Ranges) -> Interval | None:
     if a is None or b is None:
         return None
     op = e.op
+    if a.width == 0 and b.width == 0:  # both fixed: the value itself
+        return Interval(arith.binary(op, a.lo, b.lo), 0)
     if op is BinOp.ADD:
         return Interval(arith.binary(BinOp.ADD, a.lo, b.lo), a.width + b.width)
     if op is BinOp.SUB:

@@ -14,6 +14,7 @@ from ..errors import LoweringError
 from ..ir.expr import Expr, Load
 from ..ir.stmt import Allocate, Buffer, Scope, Stmt, seq
 from ..ir.traverse import substitute, transform
+from ..schedule.relations import Fuse, Split
 from ..schedule.schedule import Schedule
 from ..schedule.stage import AttachKind, Stage
 from ..te.program import as_tensor_list
@@ -100,7 +101,8 @@ def lower(s: Schedule, args, name: str = "kernel", passes: bool = True) -> Lower
         ctx.buffers[id(t)] = Buffer(t.name, tuple(t.shape), t.dtype, Scope.GLOBAL)
     for st in s.stages:
         if st.attach is AttachKind.AT:
-            ctx.attached.setdefault(id(st.attach_axis), []).append(st)
+            leaf = _attach_leaf(st.attach_stage, st.attach_axis)
+            ctx.attached.setdefault(id(leaf), []).append(st)
     roots = [st for st in s.stages if st.attach is AttachKind.ROOT]
     allocs = []
     for st in roots:
@@ -113,6 +115,22 @@ def lower(s: Schedule, args, name: str = "kernel", passes: bool = True) -> Lower
         body = Allocate(buf, body)
     func = LoweredFunc(name, tuple(ctx.buffers[id(t)] for t in args), body)
     return run_passes(func) if passes else func
+
+
+def _attach_leaf(parent: Stage, axis):
+    """The loop of `parent` that fixes `axis`: itself if still a loop, else the
+    inner part of its split or the loop it was fused into (transitively)."""
+    while not any(axis is v for v in parent.leaf_iter_vars):
+        for rel in parent.relations:
+            if isinstance(rel, Split) and rel.parent is axis:
+                axis = rel.inner
+                break
+            if isinstance(rel, Fuse) and (rel.outer is axis or rel.inner is axis):
+                axis = rel.fused
+                break
+        else:
+            raise LoweringError(f"loop '{axis.name}' is not part of stage '{parent.name}'")
+    return axis
 
 
 def _zero() -> Expr:

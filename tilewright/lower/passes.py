@@ -7,9 +7,15 @@ from dataclasses import replace
 from ..ir.stmt import Seq
 from .flatten import flatten
 from .simplify_stmt import simplify_stmt
+from .unroll import unroll
+from .vectorize import vectorize
 
 
 def run_passes(func):
     body = flatten(func.body)
-    body = simplify_stmt(body)
-    return replace(func, body=body if body is not None else Seq(()))
+    body = simplify_stmt(body) or Seq(())
+    body = unroll(body)
+    body = simplify_stmt(body) or Seq(())
+    body = vectorize(body)
+    body = simplify_stmt(body) or Seq(())
+    return replace(func, body=body)

@@ -73,7 +73,7 @@ class Linear:
         self.terms: dict[int, list] = terms or {}  # id(atom) -> [atom, coef]
         self.const = const
 
-    def add(self, other: "Linear", sign: int = 1) -> "Linear":
+    def add(self, other: Linear, sign: int = 1) -> Linear:
         terms = {k: [a, c] for k, (a, c) in self.terms.items()}
         for k, (a, c) in other.terms.items():
             if k in terms:
@@ -82,7 +82,7 @@ class Linear:
                 terms[k] = [a, sign * c]
         return Linear({k: v for k, v in terms.items() if v[1] != 0}, self.const + sign * other.const)
 
-    def scale(self, c: int) -> "Linear":
+    def scale(self, c: int) -> Linear:
         if c == 0:
             return Linear()
         return Linear({k: [a, coef * c] for k, (a, coef) in self.terms.items()}, self.const * c)

@@ -1,0 +1,59 @@
+"""Compiling C source to a shared library with the system compiler, cached by
+a content hash of (source, flags, compiler version)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..config import cache_dir
+from ..errors import BuildError
+from ..targets import Target
+
+BASE_FLAGS = ("-O3", "-std=gnu11", "-fPIC", "-shared", "-fopenmp", "-Wall", "-Wno-unused-variable",
+              "-Wno-unused-function", "-ffp-contract=fast")
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    library: Path
+    source: str
+    flags: tuple[str, ...]
+    cached: bool
+
+
+def compile_flags(target: Target) -> tuple[str, ...]:
+    return BASE_FLAGS + target.cflags
+
+
+def build_library(source: str, target: Target, timeout: float = 300.0) -> BuildResult:
+    flags = compile_flags(target)
+    key = hashlib.sha256("\0".join([source, " ".join(flags), target.compiler, target.compiler_version])
+                         .encode()).hexdigest()[:32]
+    out_dir = cache_dir() / "kernels"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    lib = out_dir / f"{key}.so"
+    if lib.exists():
+        return BuildResult(lib, source, flags, True)
+    src = out_dir / f"{key}.c"
+    src.write_text(source)
+    fd, tmp = tempfile.mkstemp(suffix=".so", dir=out_dir)
+    os.close(fd)
+    cmd = [target.compiler, *flags, str(src), "-o", tmp, "-lm"]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.unlink(tmp)
+        raise BuildError(f"compiler timed out after {timeout:.0f}s: {' '.join(cmd)}") from None
+    except OSError as exc:
+        os.unlink(tmp)
+        raise BuildError(f"cannot run the C compiler {target.compiler!r}: {exc}") from None
+    if proc.returncode != 0:
+        os.unlink(tmp)
+        raise BuildError(f"C compilation failed ({' '.join(cmd)}):\n{proc.stderr.strip()[:4000]}")
+    os.replace(tmp, lib)  # atomic: a concurrent reader never sees half a library
+    return BuildResult(lib, source, flags, False)

@@ -1,0 +1,280 @@
+"""The C-family renderer: expressions and statements of loop IR as C text.
+
+Dialects (C for CPUs now; CUDA, OpenCL, HLS C later) subclass it and override
+the few things that differ: scalar type names, the function prologue, loop
+pragmas, math function names and vector support."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import BuildError
+from ..ir.dtype import DType
+from ..ir.expr import (
+    Binary,
+    BinOp,
+    Broadcast,
+    Call,
+    Cast,
+    Compare,
+    Const,
+    Expr,
+    Intrinsic,
+    Load,
+    Ramp,
+    Select,
+    Unary,
+    UnOp,
+    Var,
+)
+from ..ir.stmt import Allocate, For, IfThenElse, LetStmt, Seq, Stmt, Store
+from .names import NameTable
+
+_C_SCALAR = {
+    "float32": "float", "float64": "double", "float16": "_Float16", "bfloat16": "uint16_t",
+    "int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t", "uint8": "uint8_t", "bool": "bool",
+}
+_INFIX = {
+    BinOp.ADD: "+", BinOp.SUB: "-", BinOp.MUL: "*", BinOp.DIV: "/", BinOp.TRUNCDIV: "/", BinOp.TRUNCMOD: "%",
+    BinOp.XOR: "^", BinOp.SHL: "<<", BinOp.SHR: ">>",
+}
+
+
+class CRenderer:
+    """Renders one LoweredFunc. `self.lines` collects the function body."""
+
+    indent_unit = "  "
+
+    def __init__(self):
+        self.names = NameTable()
+        self.lines: list[str] = []
+        self.helpers: dict[str, str] = {}  # name -> definition, emitted before the kernel
+        self.depth = 1
+
+    # ---- types ------------------------------------------------------------
+    def scalar_type(self, d: DType) -> str:
+        return _C_SCALAR[d.name]
+
+    def type_name(self, d: DType) -> str:
+        if d.lanes == 1:
+            return self.scalar_type(d)
+        return self.vector_type(d)
+
+    def vector_type(self, d: DType) -> str:
+        raise BuildError(f"this code generator has no vector type for {d}")
+
+    # ---- expressions ------------------------------------------------------
+    def const(self, c: Const) -> str:
+        d, v = c.dtype, c.value
+        if d.is_bool:
+            return "true" if v else "false"
+        if d.is_int:
+            if d.bits == 64:
+                return f"INT64_C({v})" if d.name == "int64" else f"{v}"
+            if v == d.int_range[0] and d.name == "int32":
+                return "INT32_MIN"
+            return str(v) if v >= 0 else f"({v})"
+        if math.isnan(v):
+            text = "NAN"
+        elif math.isinf(v):
+            text = "INFINITY" if v > 0 else "(-INFINITY)"
+        elif d.name == "float64":
+            text = repr(float(v))
+        else:
+            text = repr(float(np.float32(v))) + "f"
+        if d.name == "float16":
+            return f"((_Float16){text})"
+        if d.name == "bfloat16":
+            return f"tw_f32_to_bf16({text})"
+        return text
+
+    def expr(self, e: Expr) -> str:
+        method = getattr(self, "expr_" + type(e).__name__, None)
+        if method is None:
+            raise BuildError(f"cannot render expression node {type(e).__name__}: {e}")
+        return method(e)
+
+    def expr_Const(self, e: Const) -> str:
+        return self.const(e)
+
+    def expr_Var(self, e: Var) -> str:
+        return self.names.of(e, e.name)
+
+    expr_IterVar = expr_Var
+
+    def expr_Load(self, e: Load) -> str:
+        return f"{self.names.of(e.tensor, e.tensor.name)}[{self.expr(e.indices[0])}]"
+
+    def expr_Binary(self, e: Binary) -> str:
+        a, b = self.expr(e.a), self.expr(e.b)
+        d = e.dtype
+        if d.name in ("bfloat16",):
+            return self.bf16_binary(e, a, b)
+        if e.op in _INFIX:
+            return f"({a} {_INFIX[e.op]} {b})"
+        if e.op in (BinOp.AND, BinOp.OR):
+            sym = ("&&" if e.op is BinOp.AND else "||") if d.is_bool else ("&" if e.op is BinOp.AND else "|")
+            return f"({a} {sym} {b})"
+        if e.op in (BinOp.MIN, BinOp.MAX):
+            return f"{self.helper_minmax(e.op, d)}({a}, {b})"
+        if e.op in (BinOp.FLOORDIV, BinOp.FLOORMOD):
+            if d.is_float:
+                f = self.math_name(Intrinsic.FLOOR, d)
+                q = f"{f}({a} / {b})"
+                return q if e.op is BinOp.FLOORDIV else f"({a} - {f}({a} / {b}) * {b})"
+            return f"{self.helper_floordiv(e.op, d)}({a}, {b})"
+        raise BuildError(f"cannot render operator {e.op}")
+
+    def expr_Unary(self, e: Unary) -> str:
+        a = self.expr(e.a)
+        if e.op is UnOp.NEG:
+            if e.dtype.name == "bfloat16":
+                return f"tw_f32_to_bf16(-tw_bf16_to_f32({a}))"
+            return f"(-{a})"
+        return f"(!{a})" if e.dtype.is_bool else f"(~{a})"
+
+    def expr_Compare(self, e: Compare) -> str:
+        a, b = self.expr(e.a), self.expr(e.b)
+        if e.a.dtype.name == "bfloat16":
+            a, b = f"tw_bf16_to_f32({a})", f"tw_bf16_to_f32({b})"
+        return f"({a} {e.op.value} {b})"
+
+    def expr_Cast(self, e: Cast) -> str:
+        src, dst = e.value.dtype, e.dtype
+        v = self.expr(e.value)
+        if src.name == "bfloat16":
+            v = f"tw_bf16_to_f32({v})"
+        if dst.name == "bfloat16":
+            return f"tw_f32_to_bf16((float)({v}))"
+        if dst.is_bool:
+            return f"({v} != 0)"
+        return f"(({self.type_name(dst)})({v}))"
+
+    def expr_Select(self, e: Select) -> str:
+        return f"({self.expr(e.cond)} ? {self.expr(e.t)} : {self.expr(e.f)})"
+
+    def expr_Call(self, e: Call) -> str:
+        d = e.dtype
+        args = [self.expr(a) for a in e.args]
+        if d.name in ("bfloat16", "float16"):  # compute in float, round back
+            conv = (lambda s: f"tw_bf16_to_f32({s})") if d.name == "bfloat16" else (lambda s: f"(float)({s})")
+            inner = self.scalar_call(e.func, [conv(a) for a in args], DType("float32", d.kind, 32))
+            return f"tw_f32_to_bf16({inner})" if d.name == "bfloat16" else f"((_Float16)({inner}))"
+        return self.scalar_call(e.func, args, d)
+
+    def scalar_call(self, func: Intrinsic, args: list[str], d: DType) -> str:
+        if func is Intrinsic.ABS and d.is_int:
+            return f"(({args[0]}) < 0 ? -({args[0]}) : ({args[0]}))"
+        one = "1.0f" if d.name == "float32" else "1.0"
+        if func is Intrinsic.SIGMOID:
+            return f"({one} / ({one} + {self.math_name(Intrinsic.EXP, d)}(-({args[0]}))))"
+        if func is Intrinsic.RSQRT:
+            return f"({one} / {self.math_name(Intrinsic.SQRT, d)}({args[0]}))"
+        return f"{self.math_name(func, d)}({', '.join(args)})"
+
+    def math_name(self, func: Intrinsic, d: DType) -> str:
+        base = {Intrinsic.ABS: "fabs", Intrinsic.ROUND: "nearbyint"}.get(func, func.value)
+        return base + ("f" if d.name == "float32" else "")
+
+    def expr_Ramp(self, e: Ramp) -> str:
+        raise BuildError("a ramp outside a vectorized loop cannot be rendered by this dialect")
+
+    def expr_Broadcast(self, e: Broadcast) -> str:
+        raise BuildError("a broadcast outside a vectorized loop cannot be rendered by this dialect")
+
+    # ---- helpers emitted on demand ---------------------------------------
+    def helper_minmax(self, op: BinOp, d: DType) -> str:
+        name = f"tw_{op.value}_{d.name}"
+        t = self.type_name(d)
+        cmp = "<" if op is BinOp.MIN else ">"
+        self.helpers.setdefault(name, f"static inline {t} {name}({t} a, {t} b) {{ return a {cmp} b ? a : b; }}")
+        return name
+
+    def helper_floordiv(self, op: BinOp, d: DType) -> str:
+        t = self.type_name(d)
+        name = f"tw_{'floordiv' if op is BinOp.FLOORDIV else 'floormod'}_{d.name}"
+        if op is BinOp.FLOORDIV:
+            body = f"{t} q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;"
+        else:
+            body = f"{t} r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;"
+        self.helpers.setdefault(name, f"static inline {t} {name}({t} a, {t} b) {{ {body} }}")
+        return name
+
+    def bf16_binary(self, e: Binary, a: str, b: str) -> str:
+        fa, fb = f"tw_bf16_to_f32({a})", f"tw_bf16_to_f32({b})"
+        f32 = DType("float32", e.dtype.kind, 32)
+        inner = self.expr_Binary(Binary(e.op, _Raw(fa, f32), _Raw(fb, f32), f32))
+        return f"tw_f32_to_bf16({inner})"
+
+    def expr__Raw(self, e: _Raw) -> str:
+        return e.text
+
+    # ---- statements -------------------------------------------------------
+    def emit(self, line: str) -> None:
+        self.lines.append(self.indent_unit * self.depth + line)
+
+    def stmt(self, s: Stmt) -> None:
+        method = getattr(self, "stmt_" + type(s).__name__, None)
+        if method is None:
+            raise BuildError(f"cannot render statement {type(s).__name__}")
+        method(s)
+
+    def stmt_Seq(self, s: Seq) -> None:
+        for c in s.stmts:
+            self.stmt(c)
+
+    def loop_pragma(self, s: For) -> str | None:
+        return None
+
+    def stmt_For(self, s: For) -> None:
+        v = self.names.of(s.var, s.var.name)
+        t = self.type_name(s.var.dtype)
+        pragma = self.loop_pragma(s)
+        if pragma:
+            self.emit(pragma)
+        begin, extent = self.expr(s.begin), self.expr(s.extent)
+        end = extent if begin == "0" else f"{begin} + {extent}"
+        self.emit(f"for ({t} {v} = {begin}; {v} < {end}; ++{v}) {{")
+        self.depth += 1
+        self.stmt(s.body)
+        self.depth -= 1
+        self.emit("}")
+
+    def stmt_IfThenElse(self, s: IfThenElse) -> None:
+        self.emit(f"if ({self.expr(s.cond)}) {{")
+        self.depth += 1
+        self.stmt(s.then)
+        self.depth -= 1
+        if s.orelse is not None:
+            self.emit("} else {")
+            self.depth += 1
+            self.stmt(s.orelse)
+            self.depth -= 1
+        self.emit("}")
+
+    def stmt_Store(self, s: Store) -> None:
+        buf = self.names.of(s.buffer, s.buffer.name)
+        self.emit(f"{buf}[{self.expr(s.indices[0])}] = {self.expr(s.value)};")
+
+    def stmt_LetStmt(self, s: LetStmt) -> None:
+        v = self.names.of(s.var, s.var.name)
+        self.emit(f"const {self.type_name(s.var.dtype)} {v} = {self.expr(s.value)};")
+        self.stmt(s.body)
+
+    def stmt_Allocate(self, s: Allocate) -> None:
+        raise BuildError("this dialect does not allocate buffers")
+
+
+class _Raw(Expr):
+    """Pre-rendered text standing in for an expression (used for bfloat16)."""
+
+    def __init__(self, text: str, dtype: DType):
+        object.__setattr__(self, "text", text)
+        object.__setattr__(self, "dtype", dtype)
+
+    __slots__ = ("text", "dtype")
+
+
+__all__ = ["CRenderer"]

@@ -1,0 +1,230 @@
+"""C for CPUs: GCC/Clang vector extensions for explicit SIMD (the compiler maps
+them to the ISA chosen by -march, or to scalar code), OpenMP for parallel
+loops, aligned stack or heap buffers, and entry points for ctypes:
+`tw_call(void **args)`, `tw_time(void **args, int32_t number)` and
+`tw_set_num_threads(int32_t)`."""
+
+from __future__ import annotations
+
+from ..errors import BuildError
+from ..ir.dtype import DType
+from ..ir.expr import Binary, BinOp, Broadcast, Call, Cast, Compare, Load, Ramp, Select
+from ..ir.stmt import Allocate, For, ForKind, Scope, Store
+from .base import CRenderer
+
+STACK_LIMIT = 64 * 1024  # bytes; larger buffers go to the heap
+
+_PRELUDE = r"""#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+"""
+
+_BF16 = r"""static inline float tw_bf16_to_f32(uint16_t v) {
+  uint32_t u = (uint32_t)v << 16; float f; memcpy(&f, &u, 4); return f;
+}
+static inline uint16_t tw_f32_to_bf16(float f) {
+  uint32_t u; memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}"""
+
+
+class CSource:
+    def __init__(self, text: str, kernel_name: str, signature: str):
+        self.text = text
+        self.kernel_name = kernel_name
+        self.signature = signature
+
+    def __str__(self) -> str:
+        return self.text
+
+
+class CCodeGen(CRenderer):
+    def __init__(self):
+        super().__init__()
+        self.vector_types: dict[str, str] = {}
+        self.frees: list[list[str]] = []
+
+    # ---- vectors ----------------------------------------------------------
+    def vector_type(self, d: DType) -> str:
+        name = f"tw_{d.name}x{d.lanes}"
+        if d.name == "bfloat16":
+            raise BuildError("bfloat16 vectors are not supported by the C code generator; do not vectorize them")
+        if d.is_bool:  # comparison masks: same-width signed integers
+            raise BuildError("bool vectors are rendered as masks")
+        scalar = self.scalar_type(d.scalar)
+        self.vector_types.setdefault(name, f"typedef {scalar} {name} __attribute__((vector_size({d.bytes * d.lanes}),"
+                                           f" aligned({d.bytes})));")
+        return name
+
+    def mask_type(self, like: DType) -> str:
+        bits = like.bits
+        return self.vector_type(DType(f"int{bits}", _int_kind(), bits, like.lanes))
+
+    def expr_Ramp(self, e: Ramp) -> str:
+        d = e.dtype
+        t = self.vector_type(d)
+        lanes = ", ".join(str(k * e.stride) for k in range(e.lanes))
+        return f"(({t}){{{lanes}}} + {self.expr(e.base)})"
+
+    def expr_Broadcast(self, e: Broadcast) -> str:
+        return f"(({self.vector_type(e.dtype)}){{0}} + {self.expr(e.value)})"
+
+    def expr_Load(self, e: Load) -> str:
+        if e.dtype.lanes == 1:
+            return super().expr_Load(e)
+        buf = self.names.of(e.tensor, e.tensor.name)
+        index = e.indices[0]
+        if isinstance(index, Ramp) and index.stride == 1:
+            t = self.vector_type(e.dtype)
+            return f"(*({t} *)(&{buf}[{self.expr(index.base)}]))"
+        raise BuildError(f"vector load of '{buf}' with a non-contiguous index {index}")
+
+    def stmt_Store(self, s: Store) -> None:
+        value = s.value
+        if value.dtype.lanes == 1:
+            return super().stmt_Store(s)
+        buf = self.names.of(s.buffer, s.buffer.name)
+        index = s.indices[0]
+        if not (isinstance(index, Ramp) and index.stride == 1):
+            raise BuildError(f"vector store to '{buf}' with a non-contiguous index {index}")
+        t = self.vector_type(value.dtype)
+        self.emit(f"*({t} *)(&{buf}[{self.expr(index.base)}]) = {self.expr(value)};")
+
+    def expr_Binary(self, e: Binary) -> str:
+        if e.dtype.lanes > 1 and e.op in (BinOp.MIN, BinOp.MAX):
+            return self._vector_minmax(e)
+        if e.dtype.lanes > 1 and e.op in (BinOp.FLOORDIV, BinOp.FLOORMOD, BinOp.AND, BinOp.OR) \
+                and not (e.op in (BinOp.AND, BinOp.OR) and e.dtype.is_int):
+            if e.dtype.is_bool and e.op in (BinOp.AND, BinOp.OR):
+                sym = "&" if e.op is BinOp.AND else "|"
+                return f"({self.expr(e.a)} {sym} {self.expr(e.b)})"
+            raise BuildError(f"vector {e.op.value} is not supported")
+        return super().expr_Binary(e)
+
+    def _vector_minmax(self, e: Binary) -> str:
+        t = self.vector_type(e.dtype)
+        m = self.mask_type(e.dtype)
+        cmp = "<" if e.op is BinOp.MIN else ">"
+        name = f"tw_{e.op.value}_{t[3:]}"
+        self.helpers.setdefault(
+            name,
+            f"static inline {t} {name}({t} a, {t} b) {{ {m} k = a {cmp} b; "
+            f"return ({t})((({m})a & k) | (({m})b & ~k)); }}",
+        )
+        return f"{name}({self.expr(e.a)}, {self.expr(e.b)})"
+
+    def expr_Compare(self, e: Compare) -> str:
+        return super().expr_Compare(e)
+
+    def expr_Select(self, e: Select) -> str:
+        if e.dtype.lanes == 1:
+            return super().expr_Select(e)
+        t = self.vector_type(e.dtype)
+        m = self.mask_type(e.dtype)
+        cond = self.expr(e.cond)
+        if e.cond.dtype.lanes == 1:
+            return f"({cond} ? {self.expr(e.t)} : {self.expr(e.f)})"
+        return (f"(({t})((({m}){self.expr(e.t)} & ({m})({cond})) | "
+                f"(({m}){self.expr(e.f)} & ~({m})({cond}))))")
+
+    def expr_Cast(self, e: Cast) -> str:
+        if e.dtype.lanes == 1:
+            return super().expr_Cast(e)
+        return f"__builtin_convertvector({self.expr(e.value)}, {self.vector_type(e.dtype)})"
+
+    def expr_Call(self, e: Call) -> str:
+        if e.dtype.lanes == 1:
+            return super().expr_Call(e)
+        t = self.vector_type(e.dtype)
+        scalar = e.dtype.scalar
+        name = f"tw_{e.func.value}_{t[3:]}"
+        params = ", ".join(f"{t} a{k}" for k in range(len(e.args)))
+        lane_args = [f"a{k}[l]" for k in range(len(e.args))]
+        body = self.scalar_call(e.func, lane_args, scalar)
+        self.helpers.setdefault(
+            name, f"static inline {t} {name}({params}) {{ {t} r; for (int l = 0; l < {e.dtype.lanes}; ++l) "
+                  f"r[l] = {body}; return r; }}")
+        return f"{name}({', '.join(self.expr(a) for a in e.args)})"
+
+    # ---- statements -------------------------------------------------------
+    def loop_pragma(self, s: For) -> str | None:
+        if s.kind is ForKind.PARALLEL:
+            return "#pragma omp parallel for schedule(static)"
+        if s.kind is ForKind.VECTORIZED:
+            return "#pragma omp simd"
+        if s.kind is ForKind.UNROLLED:
+            return "#pragma GCC unroll 64"
+        return None
+
+    def stmt_Allocate(self, s: Allocate) -> None:
+        b = s.buffer
+        name = self.names.of(b, b.name)
+        t = self.scalar_type(b.dtype)
+        nbytes = b.size * b.dtype.bytes
+        self.emit("{")
+        self.depth += 1
+        heap = nbytes > STACK_LIMIT and b.scope is Scope.GLOBAL
+        if heap:
+            size = -(-nbytes // 64) * 64
+            self.emit(f"{t} *restrict {name} = ({t} *)aligned_alloc(64, {size});")
+            self.emit(f"if (!{name}) return -1;")
+        else:
+            self.emit(f"{t} {name}[{b.size}] __attribute__((aligned(64)));")
+        self.stmt(s.body)
+        if heap:
+            self.emit(f"free({name});")
+        self.depth -= 1
+        self.emit("}")
+
+    # ---- the translation unit ---------------------------------------------
+    def render(self, func) -> CSource:
+        kernel = self.names.fresh(func.name)
+        params = []
+        for b in func.args:
+            params.append(f"{self.scalar_type(b.dtype)} *restrict {self.names.of(b, b.name)}")
+        self.depth = 1
+        self.stmt(func.body)
+        body = "\n".join(self.lines)
+        casts = ", ".join(f"({self.scalar_type(b.dtype)} *)args[{n}]" for n, b in enumerate(func.args))
+        parts = [_PRELUDE, _BF16]
+        parts += list(self.vector_types.values())
+        parts += list(self.helpers.values())
+        parts.append(f"int32_t {kernel}({', '.join(params)}) {{\n{body}\n  return 0;\n}}")
+        parts.append(f"int32_t tw_call(void **args) {{ return {kernel}({casts}); }}")
+        parts.append(
+            "double tw_time(void **args, int32_t number) {\n"
+            "  struct timespec t0, t1;\n"
+            "  clock_gettime(CLOCK_MONOTONIC, &t0);\n"
+            f"  for (int32_t n = 0; n < number; ++n) {kernel}({casts});\n"
+            "  clock_gettime(CLOCK_MONOTONIC, &t1);\n"
+            "  return ((double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec)) / number;\n"
+            "}"
+        )
+        parts.append(
+            "int32_t tw_set_num_threads(int32_t n) {\n#ifdef _OPENMP\n  omp_set_num_threads(n);\n  return n;\n"
+            "#else\n  (void)n;\n  return 1;\n#endif\n}"
+        )
+        signature = f"int32_t {kernel}({', '.join(params)});"
+        return CSource("\n\n".join(parts) + "\n", kernel, signature)
+
+
+def _int_kind():
+    from ..ir.dtype import Kind
+
+    return Kind.INT
+
+
+def generate_c(func) -> CSource:
+    """C source for a lowered function."""
+    return CCodeGen().render(func)
+
+
+__all__ = ["CCodeGen", "CSource", "STACK_LIMIT", "generate_c"]

@@ -1,0 +1,28 @@
+"""Every configuration knob in one place. Environment variables:
+
+| variable               | meaning                                         | default                    |
+|------------------------|-------------------------------------------------|----------------------------|
+| TILEWRIGHT_CACHE_DIR   | compiled kernels and tuning records              | $XDG_CACHE_HOME/tilewright |
+| TILEWRIGHT_CC          | C compiler (falls back to $CC, then `cc`)        | cc                         |
+| TILEWRIGHT_KEEP_SOURCE | 1 keeps .c files next to cached .so files        | 1                          |
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("TILEWRIGHT_CACHE_DIR")
+    if base:
+        path = Path(base)
+    else:
+        xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        path = Path(xdg) / "tilewright"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def c_compiler() -> str:
+    return os.environ.get("TILEWRIGHT_CC") or os.environ.get("CC") or "cc"

@@ -1,0 +1,25 @@
+"""`tw.lower` and `tw.build`: schedule -> loop IR -> C -> compiled Kernel."""
+
+from __future__ import annotations
+
+from .build import build_library
+from .codegen import generate_c
+from .lower import LoweredFunc
+from .lower import lower as _lower
+from .runtime import Kernel
+from .schedule import Schedule
+from .targets import as_target
+
+
+def lower(s: Schedule, args, name: str = "kernel") -> LoweredFunc:
+    """The loop IR of `s`; print it to read C-like pseudo-code."""
+    return _lower(s, args, name)
+
+
+def build(s: Schedule, args, target="cpu", name: str = "kernel") -> Kernel:
+    """Compile `s` for `target` into a callable Kernel taking `args` in order."""
+    tgt = as_target(target)
+    func = _lower(s, args, name)
+    source = generate_c(func)
+    lib = build_library(source.text, tgt)
+    return Kernel(func, source, lib, tgt, tuple(t.name for t in s.outputs))

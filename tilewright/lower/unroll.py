@@ -1,0 +1,29 @@
+"""Unrolling: after it, loops marked unrolled with a constant extent up to
+MAX_UNROLL are replaced by one copy of their body per iteration (loop
+variable bound to the constant); longer ones keep a compiler unroll pragma."""
+
+from __future__ import annotations
+
+from ..ir import arith
+from ..ir.expr import Const
+from ..ir.stmt import For, ForKind, Stmt, seq
+from ..ir.stmt_functor import map_stmt
+from ..ir.traverse import substitute
+
+MAX_UNROLL = 64
+
+
+def unroll(stmt: Stmt) -> Stmt:
+    def fs(s: Stmt):
+        if not (isinstance(s, For) and s.kind is ForKind.UNROLLED):
+            return None
+        if not (isinstance(s.begin, Const) and isinstance(s.extent, Const)) or s.extent.value > MAX_UNROLL:
+            return None
+        begin = int(s.begin.value)
+        copies = []
+        for k in range(int(s.extent.value)):
+            value = arith.const(begin + k, s.var.dtype)
+            copies.append(map_stmt(s.body, None, lambda e, v=value: substitute(e, {s.var: v})))
+        return seq(*copies)
+
+    return map_stmt(stmt, fs)

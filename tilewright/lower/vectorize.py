@@ -1,0 +1,202 @@
+"""Vectorization: after it, an innermost loop marked vectorized with a
+constant extent is one statement on vectors of that many lanes (`Ramp`
+indices, vector loads/stores, broadcasts of loop-invariant values).
+
+Loops this pass cannot express (a nested loop, a data-dependent branch, a
+gather, a store that every lane would make to one address, a dtype without
+vector support) stay loops marked vectorized; the C backend then asks the
+compiler to vectorize them (`#pragma omp simd`)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..ir import arith
+from ..ir.expr import (
+    Binary,
+    BinOp,
+    Broadcast,
+    Call,
+    Cast,
+    Compare,
+    Const,
+    Expr,
+    Load,
+    Ramp,
+    Select,
+    Unary,
+    UnOp,
+    Var,
+)
+from ..ir.stmt import For, ForKind, IfThenElse, Seq, Stmt, Store, seq
+from ..ir.stmt_functor import map_stmt
+
+_VECTOR_DTYPES = {"float32", "float64", "int8", "int16", "int32", "int64", "uint8"}
+
+
+class _Unvectorizable(Exception):
+    pass
+
+
+def _lanes(e: Expr) -> int:
+    return e.dtype.lanes
+
+
+def _broadcast(e: Expr, lanes: int) -> Expr:
+    if e.dtype.lanes == lanes:
+        return e
+    if isinstance(e, Ramp):
+        return e
+    return Broadcast(e, lanes, e.dtype.with_lanes(lanes))
+
+
+def _materialize(e: Expr, lanes: int) -> Expr:
+    """A vector operand: ramps stay (rendered as base + {0, s, 2s, ...})."""
+    return _broadcast(e, lanes)
+
+
+class _Vectorizer:
+    def __init__(self, var: Var, lanes: int):
+        self.var = var
+        self.lanes = lanes
+
+    def expr(self, e: Expr) -> Expr:
+        if e is self.var:
+            return Ramp(arith.const(0, e.dtype), 1, self.lanes, e.dtype.with_lanes(self.lanes))
+        if isinstance(e, (Const, Var)):
+            return e
+        if isinstance(e, Binary):
+            return self.binary(e)
+        if isinstance(e, Load):
+            return self.load(e)
+        if isinstance(e, Compare):
+            a, b = self.expr(e.a), self.expr(e.b)
+            if _lanes(a) == 1 and _lanes(b) == 1:
+                return replace(e, a=a, b=b)
+            self._check(e.a.dtype)
+            return Compare(e.op, _materialize(a, self.lanes), _materialize(b, self.lanes),
+                           e.dtype.with_lanes(self.lanes))
+        if isinstance(e, Select):
+            c, t, f = self.expr(e.cond), self.expr(e.t), self.expr(e.f)
+            if max(_lanes(c), _lanes(t), _lanes(f)) == 1:
+                return replace(e, cond=c, t=t, f=f)
+            self._check(e.dtype)
+            if _lanes(c) > 1 and _cond_bits(e.cond) != e.dtype.bits:
+                raise _Unvectorizable("select mask width differs from the data width")
+            return Select(c, _materialize(t, self.lanes), _materialize(f, self.lanes),
+                          e.dtype.with_lanes(self.lanes))
+        if isinstance(e, Cast):
+            v = self.expr(e.value)
+            if _lanes(v) == 1:
+                return replace(e, value=v)
+            self._check(e.dtype)
+            self._check(e.value.dtype)
+            return Cast(_materialize(v, self.lanes), e.dtype.with_lanes(self.lanes))
+        if isinstance(e, Call):
+            args = [self.expr(a) for a in e.args]
+            if all(_lanes(a) == 1 for a in args):
+                return replace(e, args=tuple(args))
+            self._check(e.dtype)
+            return Call(e.func, tuple(_materialize(a, self.lanes) for a in args), e.dtype.with_lanes(self.lanes))
+        if isinstance(e, Unary):
+            a = self.expr(e.a)
+            if _lanes(a) == 1:
+                return replace(e, a=a)
+            if e.op is UnOp.NOT and e.dtype.is_bool:
+                raise _Unvectorizable("logical not of a mask")
+            self._check(e.dtype)
+            return Unary(e.op, _materialize(a, self.lanes), e.dtype.with_lanes(self.lanes))
+        raise _Unvectorizable(f"cannot vectorize {type(e).__name__}")
+
+    def _check(self, dtype) -> None:
+        if dtype.scalar.name not in _VECTOR_DTYPES:
+            raise _Unvectorizable(f"no vector support for {dtype}")
+
+    def binary(self, e: Binary) -> Expr:
+        a, b = self.expr(e.a), self.expr(e.b)
+        if _lanes(a) == 1 and _lanes(b) == 1:
+            return replace(e, a=a, b=b)
+        ra, rb = isinstance(a, Ramp), isinstance(b, Ramp)
+        if (ra or rb) and e.op in (BinOp.ADD, BinOp.SUB, BinOp.MUL):
+            folded = _ramp_arith(e.op, a, b)
+            if folded is not None:
+                return folded
+        if e.op in (BinOp.FLOORDIV, BinOp.FLOORMOD, BinOp.TRUNCDIV, BinOp.TRUNCMOD, BinOp.SHL, BinOp.SHR):
+            raise _Unvectorizable(f"vector {e.op.value}")
+        self._check(e.dtype)
+        return Binary(e.op, _materialize(a, self.lanes), _materialize(b, self.lanes), e.dtype.with_lanes(self.lanes))
+
+    def load(self, e: Load) -> Expr:
+        index = self.expr(e.indices[0])
+        if _lanes(index) == 1:
+            return replace(e, indices=(index,))
+        if isinstance(index, Ramp) and index.stride == 1:
+            self._check(e.dtype)
+            return Load(e.tensor, (index,), e.dtype.with_lanes(self.lanes))
+        raise _Unvectorizable(f"gather from '{e.tensor.name}'")
+
+    def stmt(self, s: Stmt) -> Stmt:
+        if isinstance(s, Store):
+            index = self.expr(s.indices[0])
+            value = self.expr(s.value)
+            if _lanes(index) == 1:
+                raise _Unvectorizable("every lane would store to one address")
+            if not (isinstance(index, Ramp) and index.stride == 1):
+                raise _Unvectorizable("scatter store")
+            self._check(s.value.dtype)
+            return Store(s.buffer, (index,), _broadcast(value, self.lanes))
+        if isinstance(s, Seq):
+            return seq(*[self.stmt(c) for c in s.stmts])
+        if isinstance(s, IfThenElse):
+            cond = self.expr(s.cond)
+            if _lanes(cond) > 1:
+                raise _Unvectorizable("branch that depends on the vectorized loop")
+            return IfThenElse(cond, self.stmt(s.then), self.stmt(s.orelse) if s.orelse is not None else None)
+        raise _Unvectorizable(f"{type(s).__name__} inside a vectorized loop")
+
+
+def _cond_bits(cond: Expr) -> int:
+    if isinstance(cond, Compare):
+        return cond.a.dtype.bits
+    if isinstance(cond, Binary):
+        return _cond_bits(cond.a)
+    return 0
+
+
+def _ramp_arith(op: BinOp, a: Expr, b: Expr) -> Expr | None:
+    """Affine arithmetic on ramps stays a ramp: ramp + x, ramp * c, ramp + ramp."""
+    if isinstance(a, Ramp) and isinstance(b, Ramp):
+        if op is BinOp.MUL:
+            return None
+        stride = a.stride + b.stride if op is BinOp.ADD else a.stride - b.stride
+        return Ramp(arith.binary(op, a.base, b.base), stride, a.lanes, a.dtype)
+    ramp, other, ramp_first = (a, b, True) if isinstance(a, Ramp) else (b, a, False)
+    if other.dtype.lanes != 1:
+        return None
+    if op is BinOp.ADD:
+        return Ramp(arith.binary(op, ramp.base, other), ramp.stride, ramp.lanes, ramp.dtype)
+    if op is BinOp.SUB:
+        if ramp_first:
+            return Ramp(arith.binary(op, ramp.base, other), ramp.stride, ramp.lanes, ramp.dtype)
+        return Ramp(arith.binary(op, other, ramp.base), -ramp.stride, ramp.lanes, ramp.dtype)
+    if op is BinOp.MUL and isinstance(other, Const):
+        c = int(other.value)
+        return Ramp(arith.binary(op, ramp.base, c), ramp.stride * c, ramp.lanes, ramp.dtype)
+    return None
+
+
+def vectorize(stmt: Stmt) -> Stmt:
+    def fs(s: Stmt):
+        if not (isinstance(s, For) and s.kind is ForKind.VECTORIZED):
+            return None
+        if not (isinstance(s.begin, Const) and isinstance(s.extent, Const) and s.begin.value == 0):
+            return None
+        lanes = int(s.extent.value)
+        if lanes < 2:
+            return None
+        try:
+            return _Vectorizer(s.var, lanes).stmt(s.body)
+        except _Unvectorizable:
+            return None
+
+    return map_stmt(stmt, fs)

@@ -1,0 +1,131 @@
+"""A compiled kernel: call it on NumPy arrays, time it, read or export its source."""
+
+from __future__ import annotations
+
+import ctypes
+import shutil
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import MeasureError
+from ..ir.stmt import Buffer
+
+_NUMPY_STORAGE = {"bfloat16": np.dtype(np.uint16)}  # raw bits; float arrays are rounded on the way in
+
+
+@dataclass(frozen=True)
+class TimingResult:
+    """Seconds per kernel call over `repeat` measurements of `number` calls."""
+
+    median: float
+    min: float
+    max: float
+    stdev: float
+    number: int
+    repeat: int
+
+    def __str__(self) -> str:
+        return (f"median {self.median * 1e3:.4f} ms (min {self.min * 1e3:.4f}, max {self.max * 1e3:.4f}, "
+                f"{self.repeat}x{self.number} calls)")
+
+
+def storage_dtype(buf: Buffer) -> np.dtype:
+    return _NUMPY_STORAGE.get(buf.dtype.name, buf.dtype.numpy)
+
+
+class Kernel:
+    """`kernel(*arrays)` runs it in place on C-contiguous arrays in argument order."""
+
+    def __init__(self, func, source, build, target, output_names: tuple[str, ...]):
+        self.func = func
+        self._source = source
+        self.build_result = build
+        self.target = target
+        self.output_names = output_names
+        self._lib = ctypes.CDLL(str(build.library))
+        self._lib.tw_call.restype = ctypes.c_int32
+        self._lib.tw_call.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+        self._lib.tw_time.restype = ctypes.c_double
+        self._lib.tw_time.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int32]
+        self._lib.tw_set_num_threads.argtypes = [ctypes.c_int32]
+        self._lib.tw_set_num_threads(int(target.cores))
+
+    @property
+    def source(self) -> str:
+        return self._source.text
+
+    @property
+    def args(self) -> tuple[Buffer, ...]:
+        return self.func.args
+
+    def set_num_threads(self, n: int) -> None:
+        self._lib.tw_set_num_threads(int(n))
+
+    def _pack(self, arrays) -> ctypes.Array:
+        bufs = self.func.args
+        if len(arrays) != len(bufs):
+            raise MeasureError(f"kernel '{self.func.name}' takes {len(bufs)} arrays "
+                               f"({', '.join(b.name for b in bufs)}), got {len(arrays)}")
+        ptrs = (ctypes.c_void_p * len(bufs))()
+        self._keep = arrays
+        for n, (buf, arr) in enumerate(zip(bufs, arrays)):
+            if not isinstance(arr, np.ndarray):
+                raise MeasureError(f"argument '{buf.name}' must be a NumPy array, got {type(arr).__name__}")
+            want = storage_dtype(buf)
+            if arr.dtype != want:
+                raise MeasureError(f"argument '{buf.name}' has dtype {arr.dtype}, expected {want} ({buf.dtype})")
+            if tuple(arr.shape) != tuple(buf.shape):
+                raise MeasureError(f"argument '{buf.name}' has shape {list(arr.shape)}, expected {list(buf.shape)}")
+            if not arr.flags.c_contiguous:
+                raise MeasureError(f"argument '{buf.name}' is not C-contiguous; pass np.ascontiguousarray(...)")
+            if buf.name in self.output_names and not arr.flags.writeable:
+                raise MeasureError(f"output '{buf.name}' is read-only")
+            ptrs[n] = arr.ctypes.data
+        return ptrs
+
+    def __call__(self, *arrays) -> None:
+        rc = self._lib.tw_call(self._pack(arrays))
+        if rc != 0:
+            raise MeasureError(f"kernel '{self.func.name}' failed with code {rc} (out of memory?)")
+
+    def time(self, *arrays, number: int | None = None, repeat: int = 5, min_repeat_ms: float = 50.0,
+             flush_cache: bool = False) -> TimingResult:
+        """Median/min/max/stdev seconds per call; calls run back to back inside C.
+        With flush_cache, a buffer larger than the last-level cache is written
+        before each single call."""
+        ptrs = self._pack(arrays)
+        self._lib.tw_time(ptrs, 1)  # warm up: page faults, thread pool
+        if flush_cache:
+            number = 1
+            junk = np.empty(max(self.target.cache_bytes(3), 1 << 25) // 8 + 1024)
+        elif number is None:
+            once = max(self._lib.tw_time(ptrs, 1), 1e-7)
+            number = max(1, int(min_repeat_ms / 1e3 / once))
+        samples = []
+        for _ in range(repeat):
+            if flush_cache:
+                junk.fill(1.0)
+            samples.append(self._lib.tw_time(ptrs, number))
+        return TimingResult(statistics.median(samples), min(samples), max(samples),
+                            statistics.pstdev(samples), number, repeat)
+
+    def export(self, directory) -> Path:
+        """Write <name>.c, <name>.so and <name>.h, usable without Python."""
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        name = self._source.kernel_name
+        (d / f"{name}.c").write_text(self.source)
+        shutil.copyfile(self.build_result.library, d / f"{name}.so")
+        args = "\n".join(f" *   {b.name}: {b.dtype}[{', '.join(map(str, b.shape))}]" for b in self.func.args)
+        guard = f"TILEWRIGHT_{name.upper()}_H"
+        header = (f"/* Generated by tilewright. Arrays are dense, row-major.\n{args}\n"
+                  f" * Build flags: {' '.join(self.build_result.flags)}\n */\n"
+                  f"#ifndef {guard}\n#define {guard}\n#include <stdint.h>\n"
+                  f"{self._source.signature}\n"
+                  f"int32_t tw_call(void **args);\ndouble tw_time(void **args, int32_t number);\n"
+                  f"int32_t tw_set_num_threads(int32_t n);\n#endif\n")
+        (d / f"{name}.h").write_text(header)
+        return d
