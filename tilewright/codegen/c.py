@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from ..errors import BuildError
 from ..ir.dtype import DType
-from ..ir.expr import Binary, BinOp, Broadcast, Call, Cast, Compare, Load, Ramp, Select
+from ..ir.expr import Binary, BinOp, Broadcast, Call, Cast, Compare, Const, Expr, Load, Ramp, Select
 from ..ir.stmt import Allocate, For, ForKind, Scope, Store
+from ..ir.stmt_functor import stmt_exprs, walk_stmt
+from ..ir.traverse import walk
 from .base import CRenderer
 
 STACK_LIMIT = 64 * 1024  # bytes; larger buffers go to the heap
@@ -50,7 +52,7 @@ class CCodeGen(CRenderer):
     def __init__(self):
         super().__init__()
         self.vector_types: dict[str, str] = {}
-        self.frees: list[list[str]] = []
+        self.promoted: dict[int, dict[int, str]] = {}  # id(buffer) -> offset -> variable
 
     # ---- vectors ----------------------------------------------------------
     def vector_type(self, d: DType) -> str:
@@ -75,9 +77,19 @@ class CCodeGen(CRenderer):
         return f"(({t}){{{lanes}}} + {self.expr(e.base)})"
 
     def expr_Broadcast(self, e: Broadcast) -> str:
-        return f"(({self.vector_type(e.dtype)}){{0}} + {self.expr(e.value)})"
+        # An initializer list, not `{0} + x`: adding 0.0 is not an identity (-0.0),
+        # so the compiler would keep the addition.
+        t = self.vector_type(e.dtype)
+        name = f"tw_bcast_{t[3:]}"
+        scalar = self.scalar_type(e.dtype.scalar)
+        self.helpers.setdefault(
+            name, f"static inline {t} {name}({scalar} v) {{ return ({t}){{{', '.join(['v'] * e.lanes)}}}; }}")
+        return f"{name}({self.expr(e.value)})"
 
     def expr_Load(self, e: Load) -> str:
+        slot = self._promoted_slot(e.tensor, e.indices[0])
+        if slot is not None:
+            return slot
         if e.dtype.lanes == 1:
             return super().expr_Load(e)
         buf = self.names.of(e.tensor, e.tensor.name)
@@ -89,6 +101,10 @@ class CCodeGen(CRenderer):
 
     def stmt_Store(self, s: Store) -> None:
         value = s.value
+        slot = self._promoted_slot(s.buffer, s.indices[0])
+        if slot is not None:
+            self.emit(f"{slot} = {self.expr(value)};")
+            return
         if value.dtype.lanes == 1:
             return super().stmt_Store(s)
         buf = self.names.of(s.buffer, s.buffer.name)
@@ -167,22 +183,51 @@ class CCodeGen(CRenderer):
     def stmt_Allocate(self, s: Allocate) -> None:
         b = s.buffer
         name = self.names.of(b, b.name)
+        lanes = _register_lanes(s)
+        if lanes:
+            return self._allocate_registers(s, name, lanes)
         t = self.scalar_type(b.dtype)
         nbytes = b.size * b.dtype.bytes
         self.emit("{")
         self.depth += 1
         heap = nbytes > STACK_LIMIT and b.scope is Scope.GLOBAL
-        if heap:
+        if heap:  # failure sets a flag instead of returning: a return may not leave an OpenMP loop
             size = -(-nbytes // 64) * 64
             self.emit(f"{t} *restrict {name} = ({t} *)aligned_alloc(64, {size});")
-            self.emit(f"if (!{name}) return -1;")
+            self.emit(f"if (!{name}) {{ tw_alloc_failed = 1; }} else {{")
+            self.depth += 1
         else:
             self.emit(f"{t} {name}[{b.size}] __attribute__((aligned(64)));")
         self.stmt(s.body)
         if heap:
             self.emit(f"free({name});")
+            self.depth -= 1
+            self.emit("}")
         self.depth -= 1
         self.emit("}")
+
+    def _allocate_registers(self, s: Allocate, name: str, lanes: int) -> None:
+        """A local buffer read and written only at constant offsets becomes one
+        variable per (vector) slot, so the compiler keeps it in registers."""
+        b = s.buffer
+        t = self.type_name(b.dtype.with_lanes(lanes))
+        slots = {}
+        for offset in range(0, b.size, lanes):
+            slots[offset] = self.names.fresh(f"{name}_{offset}")
+        self.promoted[id(b)] = slots
+        self.emit("{")
+        self.depth += 1
+        self.emit(f"{t} {', '.join(slots.values())};")
+        self.stmt(s.body)
+        self.depth -= 1
+        self.emit("}")
+
+    def _promoted_slot(self, buf, index: Expr) -> str | None:
+        slots = self.promoted.get(id(buf))
+        if slots is None:
+            return None
+        base = index.base if isinstance(index, Ramp) else index
+        return slots[int(base.value)]
 
     # ---- the translation unit ---------------------------------------------
     def render(self, func) -> CSource:
@@ -197,7 +242,9 @@ class CCodeGen(CRenderer):
         parts = [_PRELUDE, _BF16]
         parts += list(self.vector_types.values())
         parts += list(self.helpers.values())
-        parts.append(f"int32_t {kernel}({', '.join(params)}) {{\n{body}\n  return 0;\n}}")
+        parts.append("static volatile int32_t tw_alloc_failed;")
+        parts.append(f"int32_t {kernel}({', '.join(params)}) {{\n  tw_alloc_failed = 0;\n{body}\n"
+                     f"  return tw_alloc_failed ? -1 : 0;\n}}")
         parts.append(f"int32_t tw_call(void **args) {{ return {kernel}({casts}); }}")
         parts.append(
             "double tw_time(void **args, int32_t number) {\n"
@@ -214,6 +261,41 @@ class CCodeGen(CRenderer):
         )
         signature = f"int32_t {kernel}({', '.join(params)});"
         return CSource("\n\n".join(parts) + "\n", kernel, signature)
+
+
+MAX_REGISTER_SLOTS = 32
+
+
+def _register_lanes(alloc: Allocate) -> int | None:
+    """Lanes L if every access to the local buffer is at a constant offset with
+    L lanes (offset a multiple of L) and there are few enough slots."""
+    b = alloc.buffer
+    if b.scope is not Scope.LOCAL or b.dtype.name in ("bfloat16", "bool"):
+        return None
+    lanes_seen: set[int] = set()
+    for st in walk_stmt(alloc.body):
+        accesses = [st.indices[0]] if isinstance(st, Store) and st.buffer is b else []
+        for e in stmt_exprs(st):
+            accesses += [n.indices[0] for n in walk(e) if isinstance(n, Load) and n.tensor is b]
+        for index in accesses:
+            if isinstance(index, Const):
+                lanes_seen.add(1)
+                offset = int(index.value)
+            elif isinstance(index, Ramp) and index.stride == 1 and isinstance(index.base, Const):
+                lanes_seen.add(index.lanes)
+                offset = int(index.base.value)
+            else:
+                return None
+            if len(lanes_seen) > 1 or offset % next(iter(lanes_seen)):
+                return None
+    if len(lanes_seen) != 1:
+        return None
+    lanes = lanes_seen.pop()
+    if b.size % lanes or b.size // lanes > MAX_REGISTER_SLOTS:
+        return None
+    if lanes > 1 and b.dtype.name not in ("float32", "float64", "int8", "int16", "int32", "int64", "uint8"):
+        return None
+    return lanes
 
 
 def _int_kind():

@@ -107,3 +107,29 @@ def loaded_tensors(e: Expr) -> list:
 
 def is_const(e: Expr, value=None) -> bool:
     return isinstance(e, Const) and (value is None or e.value == value)
+
+
+def structural_key(e: Expr, _memo: dict | None = None):
+    """A hashable key equal for structurally equal expressions (vars and tensors
+    by identity, constants by value and dtype)."""
+    memo = {} if _memo is None else _memo
+    k = memo.get(id(e))
+    if k is not None:
+        return k
+    if isinstance(e, Var):
+        k = ("var", id(e))
+    elif isinstance(e, Const):
+        k = ("const", e.value, e.dtype)
+    else:
+        head = [type(e).__name__, e.dtype]
+        for attr in ("op", "func", "stride", "lanes"):
+            if hasattr(e, attr):
+                head.append(getattr(e, attr))
+        if isinstance(e, Load):
+            head.append(id(e.tensor))
+        if isinstance(e, Reduce):
+            head.append(id(e.combiner))
+            head.append(tuple(id(a) for a in e.axes))
+        k = (tuple(head), tuple(structural_key(c, memo) for c in children(e)))
+    memo[id(e)] = k
+    return k

@@ -20,7 +20,7 @@ from ..schedule.stage import AttachKind, Stage
 from ..te.program import as_tensor_list
 from ..te.tensor import PlaceholderOp
 from .bound import Region
-from .nest import LowerContext, make_nest
+from .nest import LowerContext, infer_region, make_frame, make_nest
 from .passes import run_passes
 
 
@@ -79,39 +79,32 @@ def _check_args(s: Schedule, args) -> tuple:
     return args
 
 
-def _check_attachments(s: Schedule) -> None:
-    for st in s.stages:
-        if st.attach is not AttachKind.AT:
-            continue
-        readers = s.reading_stages(st)
-        others = [r for r in readers if r is not st.attach_stage]
-        if others:
-            raise LoweringError(
-                f"stage '{st.name}' is computed inside '{st.attach_stage.name}' but also read by "
-                f"{[r.name for r in others]}, which cannot see it; compute it at root or give each reader a copy "
-                f"(cache_read)"
-            )
-
-
 def lower(s: Schedule, args, name: str = "kernel", passes: bool = True) -> LoweredFunc:
     args = _check_args(s, args)
-    _check_attachments(s)
     ctx = LowerContext(_inline_bodies(s))
     for t in args:
         ctx.buffers[id(t)] = Buffer(t.name, tuple(t.shape), t.dtype, Scope.GLOBAL)
+    placement: dict[int, tuple[Stage, object]] = {}
     for st in s.stages:
         if st.attach is AttachKind.AT:
             leaf = _attach_leaf(st.attach_stage, st.attach_axis)
+            placement[id(st)] = (st.attach_stage, leaf)
             ctx.attached.setdefault(id(leaf), []).append(st)
-    roots = [st for st in s.stages if st.attach is AttachKind.ROOT]
+    staged = [st for st in s.stages if st.attach is not AttachKind.INLINE]
     allocs = []
-    for st in roots:
-        ctx.regions[id(st.tensor)] = Region(tuple(_zero() for _ in st.tensor.shape), tuple(st.tensor.shape))
-        if id(st.tensor) not in ctx.buffers:
-            ctx.buffers[id(st.tensor)] = Buffer(st.name, tuple(st.tensor.shape), st.tensor.dtype, st.scope)
-            allocs.append(ctx.buffers[id(st.tensor)])
-    body = seq(*[make_nest(st, ctx, {}) for st in roots])
-    for buf in reversed(allocs):
+    for st in reversed(staged):  # consumers first: a region depends on its readers' loops
+        if st.attach is AttachKind.ROOT:
+            ctx.regions[id(st.tensor)] = Region(tuple(_zero() for _ in st.tensor.shape), tuple(st.tensor.shape))
+            ctx.outer[id(st)] = {}
+            if id(st.tensor) not in ctx.buffers:
+                ctx.buffers[id(st.tensor)] = Buffer(st.name, tuple(st.tensor.shape), st.tensor.dtype, st.scope)
+                allocs.append(ctx.buffers[id(st.tensor)])
+        else:
+            parent, leaf = placement[id(st)]
+            infer_region(st, parent, leaf, s.reading_stages(st), ctx)
+        ctx.frames[id(st)] = make_frame(st, ctx)
+    body = seq(*[make_nest(st, ctx) for st in staged if st.attach is AttachKind.ROOT])
+    for buf in allocs:
         body = Allocate(buf, body)
     func = LoweredFunc(name, tuple(ctx.buffers[id(t)] for t in args), body)
     return run_passes(func) if passes else func

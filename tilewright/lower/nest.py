@@ -1,13 +1,15 @@
-"""Loop-nest construction for one stage: loops from its leaf variables, the
-store (with guards for inexact splits), reduction init/update, and the nests
-of stages attached at its loops (with their buffers allocated there)."""
+"""Loop nests: per stage a frame (its loops over the region it computes, the
+root-axis values and guards, its body in loop variables), regions of attached
+stages by bound inference, then the statement with the nests of attached
+stages placed (with their buffers) inside the loops they are attached to."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..errors import LoweringError
 from ..ir import arith
-from ..ir.expr import AxisKind, BinOp, Expr, Load, Reduce
+from ..ir.expr import AxisKind, BinOp, Expr, IterVar, Load, Reduce
 from ..ir.stmt import Allocate, Buffer, For, IfThenElse, Stmt, Store, seq
 from ..ir.traverse import substitute, transform
 from ..schedule.relations import Split, pass_down, root_values
@@ -17,11 +19,27 @@ from .simplify import Ranges
 
 
 @dataclass
+class Frame:
+    dom: dict[int, int]  # id(loop var) -> extent
+    leaves: list[IterVar]
+    offsets: list[Expr]  # region-relative index of each spatial root axis
+    guards: list[Expr]  # all inexact-split guards
+    spatial_guards: list[Expr]
+    body: Expr  # the stage body in loop variables
+    reads: list[Expr]  # the expressions whose loads bound the producers
+
+    def loop_ranges(self, leaves) -> Ranges:
+        return {id(v): (0, self.dom[id(v)] - 1) for v in leaves}
+
+
+@dataclass
 class LowerContext:
     bodies: dict[int, Expr]  # id(stage) -> body with inlined producers substituted
     buffers: dict[int, Buffer] = field(default_factory=dict)  # id(tensor) -> buffer
     regions: dict[int, Region] = field(default_factory=dict)  # id(tensor) -> region its buffer holds
     attached: dict[int, list[Stage]] = field(default_factory=dict)  # id(loop var) -> stages computed there
+    frames: dict[int, Frame] = field(default_factory=dict)  # id(stage) -> frame
+    outer: dict[int, Ranges] = field(default_factory=dict)  # id(stage) -> ranges of the loops around it
 
 
 def _conj(conds: list[Expr]) -> Expr | None:
@@ -33,6 +51,66 @@ def _conj(conds: list[Expr]) -> Expr | None:
 
 def _relation_kind(rel) -> AxisKind:
     return (rel.parent if isinstance(rel, Split) else rel.fused).kind
+
+
+def make_frame(stage: Stage, ctx: LowerContext) -> Frame:
+    op = stage.op
+    region = ctx.regions[id(stage.tensor)]
+    root_ext = {id(a): e for a, e in zip(op.axis, region.extents)}
+    root_ext.update({id(a): a.extent for a in op.reduce_axis})
+    dom = pass_down(stage.root_axes, stage.relations, root_ext)
+    leaves = list(stage.leaf_iter_vars)
+    leaf_map = {id(v): v for v in leaves}
+    values, guards = root_values(stage.root_axes, stage.relations, leaf_map, dom)
+    spatial_rel = [r for r in stage.relations if _relation_kind(r) is AxisKind.SPATIAL]
+    _, spatial_guards = root_values(list(op.axis), spatial_rel, leaf_map, dom)
+    offsets = [values[id(a)] for a in op.axis]
+    index = {a: arith.binary(BinOp.ADD, off, b) for a, off, b in zip(op.axis, offsets, region.begins)}
+    index.update({a: values[id(a)] for a in op.reduce_axis})
+    body = substitute(ctx.bodies[id(stage)], index)
+    if isinstance(body, Reduce):
+        reads = [body.source] + ([body.condition] if body.condition is not None else [])
+    else:
+        reads = [body]
+    return Frame(dom, leaves, offsets, guards, spatial_guards, body, reads)
+
+
+def _subtree(ctx: LowerContext, stage: Stage, leaves) -> list[Stage]:
+    """Stages attached at `leaves` of `stage`, and transitively inside them."""
+    out: list[Stage] = []
+    for v in leaves:
+        for child in ctx.attached.get(id(v), []):
+            out.append(child)
+            out.extend(_subtree(ctx, child, child.leaf_iter_vars))
+    return out
+
+
+def infer_region(stage: Stage, parent: Stage, leaf: IterVar, readers: list[Stage], ctx: LowerContext) -> None:
+    """Region of `stage` computed inside loop `leaf` of `parent`: what its readers
+    (parent itself, or stages nested inside that loop) read during one iteration."""
+    pf = ctx.frames[id(parent)]
+    pos = next(n for n, v in enumerate(pf.leaves) if v is leaf)
+    fixed = {**ctx.outer[id(parent)], **pf.loop_ranges(pf.leaves[:pos + 1])}
+    inside = _subtree(ctx, parent, pf.leaves[pos + 1:])
+    ranged = pf.loop_ranges(pf.leaves[pos + 1:])
+    for st in inside:
+        if id(st) in ctx.frames:
+            ranged.update(ctx.frames[id(st)].loop_ranges(ctx.frames[id(st)].leaves))
+    reads: list[Expr] = []
+    for r in readers:
+        if r is parent:
+            reads += pf.reads
+        elif any(r is st for st in inside):
+            reads += ctx.frames[id(r)].reads
+        else:
+            raise LoweringError(
+                f"stage '{stage.name}' is computed inside loop '{leaf.name}' of '{parent.name}', but its reader "
+                f"'{r.name}' runs outside that loop; attach '{stage.name}' at a loop that encloses all its readers"
+            )
+    region = required_region(stage.tensor, reads, ranged, fixed)
+    ctx.regions[id(stage.tensor)] = region
+    ctx.buffers[id(stage.tensor)] = Buffer(stage.name, region.extents, stage.tensor.dtype, stage.scope)
+    ctx.outer[id(stage)] = fixed
 
 
 def rewrite_loads(e: Expr, ctx: LowerContext) -> Expr:
@@ -50,51 +128,29 @@ def rewrite_loads(e: Expr, ctx: LowerContext) -> Expr:
     return transform(e, fn)
 
 
-def make_nest(stage: Stage, ctx: LowerContext, outer_ranges: Ranges) -> Stmt:
-    """The statement computing `stage`'s region (ctx.regions) of its tensor."""
-    op = stage.op
-    region = ctx.regions[id(stage.tensor)]
-    root_ext = {id(a): e for a, e in zip(op.axis, region.extents)}
-    root_ext.update({id(a): a.extent for a in op.reduce_axis})
-    dom = pass_down(stage.root_axes, stage.relations, root_ext)
-    leaves = stage.leaf_iter_vars
-    leaf_map = {id(v): v for v in leaves}
-    values, guards = root_values(stage.root_axes, stage.relations, leaf_map, dom)
-    spatial_rel = [r for r in stage.relations if _relation_kind(r) is AxisKind.SPATIAL]
-    _, spatial_guards = root_values(list(op.axis), spatial_rel, leaf_map, dom)
-
-    offsets = [values[id(a)] for a in op.axis]  # region-relative
-    global_index = {a: arith.binary(BinOp.ADD, off, b) for a, off, b in zip(op.axis, offsets, region.begins)}
-    global_index.update({a: values[id(a)] for a in op.reduce_axis})
-    body = substitute(ctx.bodies[id(stage)], global_index)
-    reads = [body.source] + ([body.condition] if body.condition is not None else []) \
-        if isinstance(body, Reduce) else [body]
-    loop_ranges = {id(v): (0, dom[id(v)] - 1) for v in leaves}
-    for pos, v in enumerate(leaves):  # regions of attached stages, before loads are rewritten
-        for child in ctx.attached.get(id(v), []):
-            fixed = {**outer_ranges, **{id(u): loop_ranges[id(u)] for u in leaves[:pos + 1]}}
-            ranged = {id(u): loop_ranges[id(u)] for u in leaves[pos + 1:]}
-            region_c = required_region(child.tensor, reads, ranged, fixed)
-            ctx.regions[id(child.tensor)] = region_c
-            ctx.buffers[id(child.tensor)] = Buffer(child.name, region_c.extents, child.tensor.dtype, child.scope)
-
+def make_nest(stage: Stage, ctx: LowerContext) -> Stmt:
+    """The statement computing `stage`'s region of its tensor, with the stages
+    attached at its loops nested inside."""
+    f = ctx.frames[id(stage)]
     buf = ctx.buffers[id(stage.tensor)]
+    body = f.body
     init: Stmt | None = None
     if isinstance(body, Reduce):
         source = rewrite_loads(body.source, ctx)
-        acc = Load(buf, tuple(offsets), buf.dtype)
+        acc = Load(buf, tuple(f.offsets), buf.dtype)
         combined = substitute(body.combiner.result, {body.combiner.lhs: acc, body.combiner.rhs: source})
-        conds = guards + ([rewrite_loads(body.condition, ctx)] if body.condition is not None else [])
-        update: Stmt = Store(buf, tuple(offsets), combined)
-        init = Store(buf, tuple(offsets), body.combiner.identity)
-        if spatial_guards:
-            init = IfThenElse(_conj(spatial_guards), init)
+        conds = f.guards + ([rewrite_loads(body.condition, ctx)] if body.condition is not None else [])
+        update: Stmt = Store(buf, tuple(f.offsets), combined)
+        init = Store(buf, tuple(f.offsets), body.combiner.identity)
+        if f.spatial_guards:
+            init = IfThenElse(_conj(f.spatial_guards), init)
     else:
-        conds = guards
-        update = Store(buf, tuple(offsets), rewrite_loads(body, ctx))
+        conds = f.guards
+        update = Store(buf, tuple(f.offsets), rewrite_loads(body, ctx))
     if conds:
         update = IfThenElse(_conj(conds), update)
 
+    leaves = f.leaves
     first_reduce = next((n for n, v in enumerate(leaves) if v.kind is AxisKind.REDUCE), None)
     nest = update
     for pos in range(len(leaves) - 1, -1, -1):
@@ -102,14 +158,13 @@ def make_nest(stage: Stage, ctx: LowerContext, outer_ranges: Ranges) -> Stmt:
         children = ctx.attached.get(id(v), [])
         inner = nest
         if children:
-            fixed = {**outer_ranges, **{id(u): loop_ranges[id(u)] for u in leaves[:pos + 1]}}
-            inner = seq(*[make_nest(c, ctx, fixed) for c in children], inner)
+            inner = seq(*[make_nest(c, ctx) for c in children], inner)
             for child in reversed(children):
                 inner = Allocate(ctx.buffers[id(child.tensor)], inner)
-        nest = For(v, arith.const(0), arith.const(dom[id(v)]), stage.loop_kind(v), inner)
+        nest = For(v, arith.const(0), arith.const(f.dom[id(v)]), stage.loop_kind(v), inner)
         if init is not None and pos == first_reduce:
             init_nest = init
             for u in reversed([u for u in leaves[pos:] if u.kind is AxisKind.SPATIAL]):
-                init_nest = For(u, arith.const(0), arith.const(dom[id(u)]), stage.loop_kind(u), init_nest)
+                init_nest = For(u, arith.const(0), arith.const(f.dom[id(u)]), stage.loop_kind(u), init_nest)
             nest = seq(init_nest, nest)
     return nest

@@ -6,16 +6,22 @@ from dataclasses import replace
 
 from ..ir.stmt import Seq
 from .flatten import flatten
+from .partition import partition
 from .simplify_stmt import simplify_stmt
 from .unroll import unroll
 from .vectorize import vectorize
+from .verify import verify
 
 
 def run_passes(func):
     body = flatten(func.body)
     body = simplify_stmt(body) or Seq(())
+    body = partition(body)
+    body = simplify_stmt(body) or Seq(())
     body = unroll(body)
     body = simplify_stmt(body) or Seq(())
     body = vectorize(body)
     body = simplify_stmt(body) or Seq(())
-    return replace(func, body=body)
+    func = replace(func, body=body)
+    verify(func)
+    return func

@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..ir import arith
 from ..ir.dtype import bool_
 from ..ir.expr import Binary, BinOp, Cast, CmpOp, Compare, Const, Expr, Select, Unary, UnOp, Var
-from ..ir.traverse import transform
+from ..ir.traverse import structural_key, transform
 
 Ranges = dict[int, tuple[int, int]]
 
@@ -70,7 +70,7 @@ class Linear:
     """sum(coef * atom) + const over integer atoms (vars or non-linear terms)."""
 
     def __init__(self, terms=None, const: int = 0):
-        self.terms: dict[int, list] = terms or {}  # id(atom) -> [atom, coef]
+        self.terms: dict = terms or {}  # structural key of atom -> [atom, coef]
         self.const = const
 
     def add(self, other: Linear, sign: int = 1) -> Linear:
@@ -103,7 +103,7 @@ def to_linear(e: Expr) -> Linear:
                 return to_linear(e.b).scale(int(e.a.value))
     if isinstance(e, Unary) and e.op is UnOp.NEG and e.dtype.is_int:
         return to_linear(e.a).scale(-1)
-    return Linear({id(e): [e, 1]})
+    return Linear({structural_key(e): [e, 1]})
 
 
 def from_linear(lin: Linear, dtype) -> Expr:

@@ -2,7 +2,7 @@
 constant extent is one statement on vectors of that many lanes (`Ramp`
 indices, vector loads/stores, broadcasts of loop-invariant values).
 
-Loops this pass cannot express (a nested loop, a data-dependent branch, a
+Loops this pass cannot express (a width that is not a power of two, a nested loop, a data-dependent branch, a
 gather, a store that every lane would make to one address, a dtype without
 vector support) stay loops marked vectorized; the C backend then asks the
 compiler to vectorize them (`#pragma omp simd`)."""
@@ -192,7 +192,7 @@ def vectorize(stmt: Stmt) -> Stmt:
         if not (isinstance(s.begin, Const) and isinstance(s.extent, Const) and s.begin.value == 0):
             return None
         lanes = int(s.extent.value)
-        if lanes < 2:
+        if lanes < 2 or lanes & (lanes - 1) or lanes > 64:  # vector types need a power-of-two width
             return None
         try:
             return _Vectorizer(s.var, lanes).stmt(s.body)

@@ -89,6 +89,17 @@ class Schedule:
                     out.append(st)
         return out
 
+    def consuming_stages(self, stage: Stage) -> list[Stage]:
+        """Stages that use `stage`'s tensor directly or through other stages."""
+        out: list[Stage] = []
+        frontier = [stage]
+        while frontier:
+            for r in self.reading_stages(frontier.pop()):
+                if r not in out:
+                    out.append(r)
+                    frontier.append(r)
+        return out
+
     def __repr__(self) -> str:
         return "\n".join(repr(s) for s in self.stages)
 

@@ -196,12 +196,12 @@ class Stage:
         self._check_movable("compute_at")
         if parent is self:
             raise ScheduleError(f"stage '{self.name}': cannot compute_at itself")
-        readers = self.schedule.reading_stages(self)
-        if not any(parent is r for r in readers):
-            names = ", ".join(r.name for r in readers) or "(none)"
+        consumers = self.schedule.consuming_stages(self)
+        if not any(parent is r for r in consumers):
+            names = ", ".join(r.name for r in consumers) or "(none)"
             raise ScheduleError(
-                f"stage '{self.name}': compute_at stage '{parent.name}', which does not read it; "
-                f"attach it inside a loop of a stage that reads it: {names}"
+                f"stage '{self.name}': compute_at stage '{parent.name}', which does not use it; "
+                f"attach it inside a loop of a stage that reads it (directly or through others): {names}"
             )
         node = parent
         while node is not None:
