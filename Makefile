@@ -17,7 +17,7 @@ run: $(STAMP)
 	$(BIN)/python examples/00_conv2d_reference.py
 
 lint: $(STAMP)
-	$(BIN)/ruff check tilewright tests examples
+	$(BIN)/ruff check tilewright tests examples benchmarks
 
 test: lint
 	$(BIN)/pytest

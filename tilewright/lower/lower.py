@@ -20,7 +20,7 @@ from ..schedule.stage import AttachKind, Stage
 from ..te.program import as_tensor_list
 from ..te.tensor import PlaceholderOp
 from .bound import Region
-from .nest import LowerContext, infer_region, make_frame, make_nest
+from .nest import LowerContext, infer_region, make_frame, make_nest, stage_buffer
 from .passes import run_passes
 
 
@@ -97,8 +97,11 @@ def lower(s: Schedule, args, name: str = "kernel", passes: bool = True) -> Lower
             ctx.regions[id(st.tensor)] = Region(tuple(_zero() for _ in st.tensor.shape), tuple(st.tensor.shape))
             ctx.outer[id(st)] = {}
             if id(st.tensor) not in ctx.buffers:
-                ctx.buffers[id(st.tensor)] = Buffer(st.name, tuple(st.tensor.shape), st.tensor.dtype, st.scope)
+                ctx.buffers[id(st.tensor)] = stage_buffer(st, st.tensor.shape)
                 allocs.append(ctx.buffers[id(st.tensor)])
+            elif st.align:
+                raise LoweringError(f"stage '{st.name}' is an argument (a dense array); storage_align applies "
+                                    f"only to intermediate stages")
         else:
             parent, leaf = placement[id(st)]
             infer_region(st, parent, leaf, s.reading_stages(st), ctx)

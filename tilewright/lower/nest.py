@@ -109,8 +109,25 @@ def infer_region(stage: Stage, parent: Stage, leaf: IterVar, readers: list[Stage
             )
     region = required_region(stage.tensor, reads, ranged, fixed)
     ctx.regions[id(stage.tensor)] = region
-    ctx.buffers[id(stage.tensor)] = Buffer(stage.name, region.extents, stage.tensor.dtype, stage.scope)
+    ctx.buffers[id(stage.tensor)] = stage_buffer(stage, region.extents)
     ctx.outer[id(stage)] = fixed
+
+
+def stage_buffer(stage: Stage, extents) -> Buffer:
+    """The buffer of an intermediate stage, its shape padded for storage_align."""
+    shape = list(extents)
+    for dim, (factor, offset) in sorted(stage.align.items()):
+        inner = 1
+        for n in shape[dim + 2:]:
+            inner *= n
+        for _ in range(factor):
+            if (shape[dim + 1] * inner) % factor == offset:
+                break
+            shape[dim + 1] += 1
+        else:
+            raise LoweringError(f"stage '{stage.name}': no padding of axis {dim + 1} makes the stride of axis "
+                                f"{dim} equal to {offset} modulo {factor}")
+    return Buffer(stage.name, tuple(shape), stage.tensor.dtype, stage.scope)
 
 
 def rewrite_loads(e: Expr, ctx: LowerContext) -> Expr:

@@ -39,6 +39,7 @@ class Stage:
         self.attach = AttachKind.ROOT
         self.attach_stage: Stage | None = None
         self.attach_axis: IterVar | None = None
+        self.align: dict[int, tuple[int, int]] = {}  # root axis position -> (factor, offset)
         self.reset(op)
 
     def reset(self, op) -> None:
@@ -218,6 +219,23 @@ class Stage:
             raise ScheduleError(f"stage '{self.name}': a reduction cannot be inlined; use compute_at instead")
         self.attach, self.attach_stage, self.attach_axis = AttachKind.INLINE, None, None
         self._record("compute_inline")
+
+    def storage_align(self, axis: IterVar, factor: int, offset: int = 0) -> None:
+        """Pad this stage's buffer so that the stride of root axis `axis` is
+        `k * factor + offset` elements (aligned vector rows, fewer cache-set
+        conflicts). Only for intermediate stages: arguments are dense arrays."""
+        if not any(axis is a for a in self.op.axis):
+            raise ScheduleError(f"stage '{self.name}': storage_align needs one of its root spatial axes "
+                                f"[{', '.join(a.name for a in self.op.axis)}], got {getattr(axis, 'name', axis)!r}")
+        factor = _positive_int(factor, self.name, "storage_align", "factor")
+        if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset < factor:
+            raise ScheduleError(f"stage '{self.name}': storage_align offset must be in [0, {factor}), got {offset!r}")
+        dim = next(n for n, a in enumerate(self.op.axis) if a is axis)
+        if dim == len(self.op.axis) - 1:
+            raise ScheduleError(f"stage '{self.name}': storage_align of the innermost axis '{axis.name}' "
+                                f"has nothing to pad (its stride is 1); align an outer axis")
+        self.align[dim] = (factor, offset)
+        self._record("storage_align", axis=axis.name, factor=factor, offset=offset)
 
     def compute_root(self) -> None:
         """Compute the whole tensor before its readers (the default)."""

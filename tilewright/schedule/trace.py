@@ -96,6 +96,9 @@ def _apply(s, step: Step) -> None:
     elif p == "compute_at":
         parent = s[a["parent"]]
         st.compute_at(parent, _axis(parent, a["axis"]))
+    elif p == "storage_align":
+        axis = next(x for x in st.op.axis if x.name == a["axis"])
+        st.storage_align(axis, a["factor"], a["offset"])
     elif p in ("compute_inline", "compute_root"):
         getattr(st, p)()
     else:

@@ -1,0 +1,83 @@
+"""The benchmark driver: one script, one subcommand per benchmark; every run
+writes JSON (all numbers) and a Markdown table to --out (default results/).
+
+  python benchmarks/bench.py peak               # measured fp32 FMA peak of this host
+  python benchmarks/bench.py gemm-hand [--size 1024] [--rows 4] [--cols 64]
+
+Every kernel time is checked against the NumPy reference first and measured in
+the same process run as the baselines (NumPy, PyTorch), same thread count."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import platform
+import time
+from pathlib import Path
+
+import tilewright as tw
+from tilewright.targets.peak import fp32_peak_gflops
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _lesson(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "examples" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _write(out: Path, name: str, data: dict, table: list[str]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    data = {"host": str(tw.as_target("cpu")), "machine": platform.processor() or platform.machine(),
+            "date": time.strftime("%Y-%m-%d %H:%M:%S"), **data}
+    (out / f"{name}.json").write_text(json.dumps(data, indent=2))
+    (out / f"{name}.md").write_text("\n".join(table) + "\n")
+    print("\n".join(table))
+    print(f"\nwrote {out / name}.json and .md")
+
+
+def cmd_peak(args) -> None:
+    target = tw.as_target("cpu")
+    all_cores = fp32_peak_gflops(target)
+    one = fp32_peak_gflops(target, threads=1)
+    table = ["| threads | fp32 FMA GFLOP/s |", "|---|---|", f"| 1 | {one:.1f} |",
+             f"| {target.cores} | {all_cores:.1f} |"]
+    _write(args.out, "peak", {"peak_gflops_1": one, "peak_gflops_all": all_cores, "cores": target.cores}, table)
+
+
+def cmd_gemm_hand(args) -> None:
+    r = _lesson("01_gemm_by_hand").run(args.size, args.rows, args.cols, args.repeat)
+    peak = r["peak_gflops"]
+    table = [f"fp32 GEMM {r['size']}^3, {r['threads']} threads, hand schedule rows={r['rows']} cols={r['cols']}; "
+             f"measured fp32 peak {peak:.0f} GFLOP/s", "",
+             "| implementation | ms (median) | GFLOP/s | % of peak |", "|---|---|---|---|"]
+    for key in ("tilewright", "numpy", "torch"):
+        if r[f"{key}_s"] is None:
+            continue
+        g = r[f"{key}_gflops"]
+        table.append(f"| {key} | {r[f'{key}_s'] * 1e3:.2f} | {g:.1f} | {100 * g / peak:.1f}% |")
+    if r["torch_s"]:
+        table.append(f"\ntilewright / torch.matmul speed: {r['torch_s'] / r['tilewright_s']:.2f}x")
+    _write(args.out, "gemm_hand", r, table)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="tilewright benchmarks")
+    parser.add_argument("--out", type=Path, default=ROOT / "results")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("peak", help="measured fp32 FMA peak").set_defaults(fn=cmd_peak)
+    g = sub.add_parser("gemm-hand", help="hand-scheduled fp32 GEMM vs NumPy and PyTorch")
+    g.add_argument("--size", type=int, default=1024)
+    g.add_argument("--rows", type=int, default=4)
+    g.add_argument("--cols", type=int, default=64)
+    g.add_argument("--repeat", type=int, default=9)
+    g.set_defaults(fn=cmd_gemm_hand)
+    args = parser.parse_args()
+    args.fn(args)
+
+
+if __name__ == "__main__":
+    main()
