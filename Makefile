@@ -15,6 +15,7 @@ $(STAMP): pyproject.toml
 
 run: $(STAMP)
 	$(BIN)/python examples/00_conv2d_reference.py
+	$(BIN)/python examples/01_gemm_by_hand.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check tilewright tests examples benchmarks
