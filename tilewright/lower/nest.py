@@ -91,7 +91,9 @@ def infer_region(stage: Stage, parent: Stage, leaf: IterVar, readers: list[Stage
     pf = ctx.frames[id(parent)]
     pos = next(n for n, v in enumerate(pf.leaves) if v is leaf)
     fixed = {**ctx.outer[id(parent)], **pf.loop_ranges(pf.leaves[:pos + 1])}
-    inside = _subtree(ctx, parent, pf.leaves[pos + 1:])
+    siblings = [st for st in ctx.attached.get(id(leaf), []) if st is not stage]  # same loop, run after it
+    inside = siblings + [d for sib in siblings for d in _subtree(ctx, sib, sib.leaf_iter_vars)]
+    inside += _subtree(ctx, parent, pf.leaves[pos + 1:])
     ranged = pf.loop_ranges(pf.leaves[pos + 1:])
     for st in inside:
         if id(st) in ctx.frames:

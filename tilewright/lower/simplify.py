@@ -211,7 +211,8 @@ def simplify_node(e: Expr, ranges: Ranges) -> Expr:
                 return from_linear(lin, e.dtype)
             return e
         if e.dtype.is_int and e.op in (BinOp.FLOORDIV, BinOp.FLOORMOD):
-            return _div_mod(e, ranges) or e
+            out = _div_mod(e, ranges)
+            return e if out is None else out
         if e.op in (BinOp.MIN, BinOp.MAX) and e.dtype.is_int:
             a, b = const_bounds(e.a, ranges), const_bounds(e.b, ranges)
             if a and b:

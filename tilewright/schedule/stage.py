@@ -237,6 +237,16 @@ class Stage:
         self.align[dim] = (factor, offset)
         self._record("storage_align", axis=axis.name, factor=factor, offset=offset)
 
+    def set_scope(self, scope: str) -> None:
+        """Storage scope of this stage's buffer: "global" or "local" (registers
+        when every access is at a constant offset)."""
+        if scope not in ("global", "local"):
+            raise ScheduleError(f"stage '{self.name}': unknown scope {scope!r}; valid scopes are global, local")
+        if self.is_output and scope != "global":
+            raise ScheduleError(f"stage '{self.name}' is an output; its storage is the caller's array")
+        self.scope = Scope.GLOBAL if scope == "global" else Scope.LOCAL
+        self._record("set_scope", scope=scope)
+
     def compute_root(self) -> None:
         """Compute the whole tensor before its readers (the default)."""
         self.attach, self.attach_stage, self.attach_axis = AttachKind.ROOT, None, None

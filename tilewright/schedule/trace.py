@@ -96,6 +96,8 @@ def _apply(s, step: Step) -> None:
     elif p == "compute_at":
         parent = s[a["parent"]]
         st.compute_at(parent, _axis(parent, a["axis"]))
+    elif p == "set_scope":
+        st.set_scope(a["scope"])
     elif p == "storage_align":
         axis = next(x for x in st.op.axis if x.name == a["axis"])
         st.storage_align(axis, a["factor"], a["offset"])

@@ -1,0 +1,55 @@
+"""The CPU space: built from the analysis, every point schedules correctly."""
+
+import random
+
+import numpy as np
+import pytest
+
+import tilewright as tw
+from tilewright.space import apply_cpu, cpu_space, default_point
+
+
+def gemm(n=24, m=40, k=18):
+    A = tw.placeholder((n, k), "float32", name="A")
+    B = tw.placeholder((k, m), "float32", name="B")
+    return [A, B], tw.ops.matmul(A, B)
+
+
+def conv_bias_relu():
+    x = tw.placeholder((1, 6, 9, 9), "float32", name="x")
+    w = tw.placeholder((8, 6, 3, 3), "float32", name="w")
+    b = tw.placeholder((8,), "float32", name="b")
+    return [x, w, b], tw.ops.relu(tw.ops.conv2d(x, w, b, padding=1))
+
+
+def depthwise():
+    x = tw.placeholder((1, 8, 10, 10), "float32", name="x")
+    w = tw.placeholder((8, 1, 3, 3), "float32", name="w")
+    return [x, w], tw.ops.depthwise_conv2d(x, w, stride=2, padding=1)
+
+
+def test_structure_comes_from_the_analysis():
+    target = tw.as_target("cpu")
+    _, y = conv_bias_relu()
+    space, plan = cpu_space(y, target)
+    assert plan.main.name == "conv2d_sum" and plan.anchor.name == "relu"
+    assert [n.name for n in plan.inlined] == ["conv2d"] and [n.name for n in plan.producers] == ["conv2d_pad"]
+    assert {"split.o", "split.h", "split.w", "split.rc", "split.rh", "split.rw", "reduce_order", "pack.w",
+            "place.conv2d_pad"} <= set(space.knobs)
+
+
+@pytest.mark.parametrize("program", [gemm, conv_bias_relu, depthwise])
+def test_random_points_build_correct_kernels(program):
+    target = tw.as_target("cpu")
+    inputs, out = program()
+    space, plan = cpu_space(out, target)
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal(t.shape, dtype=np.float32) for t in inputs]
+    want = tw.evaluate(out, dict(zip(inputs, arrays)))
+    pyrng = random.Random(1)
+    points = [default_point(space, plan)] + [space.sample(pyrng) for _ in range(4)]
+    for p in points:
+        kernel = tw.build(apply_cpu(out, plan, p), [*inputs, out], target=target)
+        got = np.zeros(out.shape, np.float32)
+        kernel(*arrays, got)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=str(p))

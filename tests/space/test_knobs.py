@@ -1,0 +1,52 @@
+"""Knobs, points and neighbourhoods."""
+
+import math
+import random
+
+from tilewright.space import OrdinalKnob, Point, Space, SplitKnob
+from tilewright.space.knobs import factorizations, split_totals
+
+
+def test_split_knob_has_n_choose_2_directions_walkable_both_ways():
+    k = SplitKnob("split.i", "i", 64, 4, (64,))
+    assert len(k.directions()) == 6
+    v = (4, 2, 2, 4)
+    assert k.move(v, (0, 3), 1) == (8, 2, 2, 2)  # a factor 2 moves from part 3 to part 0
+    assert k.move(v, (0, 3), -1) == (2, 2, 2, 8)
+    assert k.move((1, 1, 1, 64), (0, 1), 1) is None  # nothing to move out of a 1
+    assert all(math.prod(n) == 64 for n in k.neighbours(v))
+
+
+def test_non_divisible_totals_for_poor_extents():
+    assert split_totals(7) == (7, 8)
+    assert split_totals(56) == (56,)
+    assert split_totals(100) == (100, 104, 112)
+    k = SplitKnob("split.h", "h", 7, 3, split_totals(7))
+    assert k.retotal((7, 1, 1), 1) == (8, 1, 1)
+    assert k.retotal((1, 1, 7), 1) == (8, 1, 1)  # 7 does not divide 8: restart from the whole
+    assert k.valid((2, 2, 2)) and not k.valid((3, 1, 1))
+
+
+def test_factorizations_are_complete():
+    assert sorted(factorizations(12, 2)) == [(1, 12), (2, 6), (3, 4), (4, 3), (6, 2), (12, 1)]
+    assert len(factorizations(64, 3)) == 28
+
+
+def test_points_are_hashable_and_json_round_trip():
+    p = Point((("split.i", (4, 2, 8)), ("unroll", 1)))
+    assert Point.from_json(p.to_json()) == p
+    assert len({p, Point.from_json(p.to_json())}) == 1
+    assert p["split.i"] == (4, 2, 8) and p.replace("unroll", 0)["unroll"] == 0
+
+
+def test_space_samples_valid_points_and_neighbours_respect_the_constraint():
+    knobs = [SplitKnob("split.i", "i", 32, 3, (32,)), OrdinalKnob("unroll", (False, True))]
+    space = Space(knobs, constraint=lambda p: p["split.i"][2] <= 8)
+    rng = random.Random(0)
+    for _ in range(50):
+        p = space.sample(rng)
+        assert space.valid(p)
+        for n in space.neighbours(p):
+            assert space.valid(n) and n != p
+    assert len(space.directions()) == 3 * 2 + 2 + 2
+    assert len(space.features(space.sample(rng))) == 4

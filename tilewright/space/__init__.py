@@ -1,0 +1,10 @@
+"""Schedule spaces (FlexTensor 4.2, 5.3): knobs with neighbourhoods, frozen
+JSON-able points, and the per-target implementation turning a point into a
+schedule. Imports `analysis`, `schedule`, `targets`. Public names: Space,
+Point, SplitKnob, OrdinalKnob, cpu_space, apply_cpu, default_point."""
+
+from .cpu import CpuPlan, apply_cpu, cpu_space, default_point
+from .knobs import OrdinalKnob, SplitKnob
+from .space import Point, Space
+
+__all__ = ["CpuPlan", "OrdinalKnob", "Point", "Space", "SplitKnob", "apply_cpu", "cpu_space", "default_point"]

@@ -1,0 +1,126 @@
+"""Knobs: the dimensions of a schedule space, each with its own neighbourhood
+(FlexTensor 4.2, 5.1). A split knob's value is a tuple of factors, outermost
+first; a move takes the smallest prime factor of one part and gives it to
+another, so a knob of N parts has N(N-1)/2 directions, each walkable both
+ways. The product of the factors is the axis extent or a slightly larger
+total (non-divisible choices, for extents whose divisors are poor); the
+outermost loop then covers the extent with a guarded tail. Ordinal knobs
+move one step up or down."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+from dataclasses import dataclass
+
+
+def smallest_prime_factor(n: int) -> int:
+    for p in range(2, int(math.isqrt(n)) + 1):
+        if n % p == 0:
+            return p
+    return n
+
+
+def factorizations(total: int, parts: int) -> list[tuple[int, ...]]:
+    """Every ordered tuple of `parts` positive ints whose product is `total`."""
+    if parts == 1:
+        return [(total,)]
+    out = []
+    for d in range(1, total + 1):
+        if total % d == 0:
+            out.extend((d, *rest) for rest in factorizations(total // d, parts - 1))
+    return out
+
+
+def split_totals(extent: int) -> tuple[int, ...]:
+    """The extent itself and, when its divisors are poor for tiling and vectors
+    (not a multiple of 8), round-ups to multiples of 4, 8, 16, 32 within 25%
+    (7 -> 8; 100 -> 104, 112; 56 stays 56)."""
+    totals = {extent}
+    if extent % 8 == 0:
+        return (extent,)
+    for m in (4, 8, 16, 32):
+        up = -(-extent // m) * m
+        if up != extent and up <= extent * 1.25:
+            totals.add(up)
+    return tuple(sorted(totals))
+
+
+@dataclass(frozen=True)
+class SplitKnob:
+    name: str
+    axis: str
+    extent: int
+    parts: int
+    totals: tuple[int, ...]
+
+    def directions(self) -> list[tuple[int, int]]:
+        return list(itertools.combinations(range(self.parts), 2))
+
+    def move(self, value: tuple[int, ...], direction: tuple[int, int], sign: int) -> tuple[int, ...] | None:
+        """Move the smallest prime factor from part j to part i (sign +1) or
+        from i to j (sign -1); None when the source part is 1."""
+        i, j = direction if sign > 0 else direction[::-1]
+        if value[j] == 1:
+            return None
+        p = smallest_prime_factor(value[j])
+        out = list(value)
+        out[j] //= p
+        out[i] *= p
+        return tuple(out)
+
+    def retotal(self, value: tuple[int, ...], sign: int) -> tuple[int, ...] | None:
+        """Step to the next larger/smaller total, keeping the inner factors when they divide it."""
+        total = math.prod(value)
+        pos = self.totals.index(total) if total in self.totals else 0
+        nxt = pos + sign
+        if not 0 <= nxt < len(self.totals):
+            return None
+        new_total = self.totals[nxt]
+        inner = math.prod(value[1:])
+        if new_total % inner == 0:
+            return (new_total // inner, *value[1:])
+        return (new_total, *([1] * (self.parts - 1)))
+
+    def neighbours(self, value) -> list[tuple[int, ...]]:
+        out = [self.move(value, d, s) for d in self.directions() for s in (1, -1)]
+        out += [self.retotal(value, s) for s in (1, -1)]
+        return [v for v in out if v is not None]
+
+    def sample(self, rng: random.Random) -> tuple[int, ...]:
+        total = rng.choice(self.totals)
+        value = [1] * self.parts
+        remaining = total
+        while remaining > 1:  # hand out prime factors to random parts
+            p = smallest_prime_factor(remaining)
+            value[rng.randrange(self.parts)] *= p
+            remaining //= p
+        return tuple(value)
+
+    def valid(self, value) -> bool:
+        return (isinstance(value, tuple) and len(value) == self.parts and all(v >= 1 for v in value)
+                and math.prod(value) in self.totals)
+
+    def features(self, value) -> list[float]:
+        return [math.log2(v) for v in value]
+
+
+@dataclass(frozen=True)
+class OrdinalKnob:
+    """A choice among ordered options (loop orders, fuse depth, unroll, packing, placement)."""
+
+    name: str
+    options: tuple
+
+    def neighbours(self, value: int) -> list[int]:
+        return [v for v in (value - 1, value + 1) if 0 <= v < len(self.options)]
+
+    def sample(self, rng: random.Random) -> int:
+        return rng.randrange(len(self.options))
+
+    def valid(self, value) -> bool:
+        return isinstance(value, int) and 0 <= value < len(self.options)
+
+    def features(self, value: int) -> list[float]:
+        return [value / max(1, len(self.options) - 1)]
