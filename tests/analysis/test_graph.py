@@ -37,3 +37,21 @@ def test_printable():
     _, _, y = conv_program()
     text = str(analyze(y))
     assert "conv2d_sum: reduction; spatial [n:1, o:16, h:10, w:10] reduce [rc:8, rh:3, rw:3]" in text
+
+
+def test_workload_key_ignores_names_but_not_structure():
+    from tilewright.analysis import workload_key
+
+    def program(a_name, b_name, n=16):
+        A = tw.placeholder((n, 8), "float32", name=a_name)
+        B = tw.placeholder((8, 12), "float32", name=b_name)
+        k = tw.reduce_axis(8, name=a_name + "k")
+        return tw.compute((n, 12), lambda i, j: tw.sum(A[i, k] * B[k, j], axis=k), name=b_name + "C")
+
+    assert workload_key(program("A", "B")) == workload_key(program("X", "Y"))
+    assert workload_key(program("A", "B")) != workload_key(program("A", "B", n=32))
+    A = tw.placeholder((16, 8), "float32", name="A")
+    B = tw.placeholder((8, 12), "float32", name="B")
+    k = tw.reduce_axis(8, name="k")
+    other = tw.compute((16, 12), lambda i, j: tw.sum(A[i, k] + B[k, j], axis=k), name="C")
+    assert workload_key(other) != workload_key(program("A", "B"))

@@ -1,0 +1,229 @@
+"""Measuring candidate schedules safely.
+
+Candidates are lowered and rendered here, compiled in parallel (the C
+compiler runs as a subprocess per candidate), then run one at a time in an
+isolated runner process with a timeout. A candidate that fails to lower or
+compile, crashes the runner, hangs, or computes a wrong result comes back as
+a MeasureResult with its `error_kind` and message; the runner is restarted
+and measurement goes on. Every result is checked against the NumPy
+reference before its time counts."""
+
+from __future__ import annotations
+
+import enum
+import json
+import math
+import os
+import select
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..build import build_library
+from ..codegen import generate_c
+from ..errors import BuildError, TilewrightError
+from ..lower import lower
+from ..reference import evaluate
+from ..targets import Target
+from .kernel import storage_dtype
+
+
+class ErrorKind(enum.Enum):
+    NONE = "none"
+    INSTANTIATE = "instantiate"  # the point's schedule or its lowering was rejected
+    COMPILE = "compile"
+    RUNTIME = "runtime"  # crashed or returned an error code
+    TIMEOUT = "timeout"
+    WRONG_RESULT = "wrong_result"
+
+
+@dataclass(frozen=True)
+class MeasureResult:
+    costs: tuple[float, ...] = ()  # seconds per call, one per repeat
+    error_kind: ErrorKind = ErrorKind.NONE
+    error_msg: str = ""
+    build_s: float = 0.0
+    run_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.error_kind is ErrorKind.NONE
+
+    @property
+    def cost(self) -> float:
+        """Median seconds per call; inf for a failed measurement."""
+        return float(np.median(self.costs)) if self.ok and self.costs else math.inf
+
+
+@dataclass
+class _Built:
+    library: str | None = None
+    error: MeasureResult | None = None
+    build_s: float = 0.0
+    source: str = field(default="", repr=False)
+
+
+TOLERANCE = {"float16": 2e-2, "bfloat16": 5e-2, "float32": 1e-4, "float64": 1e-9}
+
+
+class Measurer:
+    """Measure schedules of one program on `target` with shared random inputs."""
+
+    def __init__(self, outputs: list, args: list, target: Target, timeout: float = 10.0, repeat: int = 3,
+                 min_repeat_ms: float = 20.0, build_workers: int | None = None, seed: int = 0,
+                 threads: int | None = None):
+        self.outputs, self.args, self.target = outputs, args, target
+        self.timeout, self.repeat, self.min_repeat_ms = timeout, repeat, min_repeat_ms
+        self.threads = threads or target.cores
+        self.build_workers = build_workers or max(1, os.cpu_count() or 1)
+        self._dir = tempfile.TemporaryDirectory(prefix="tilewright-measure-")
+        out_ids = {id(t) for t in outputs}
+        inputs = [t for t in args if id(t) not in out_ids]
+        outs = [t for t in args if id(t) in out_ids]
+        self.n_inputs = len(inputs)
+        rng = np.random.default_rng(seed)
+        values = {}
+        for n, t in enumerate(inputs):
+            values[t] = _random_input(rng, t)
+            np.save(os.path.join(self._dir.name, f"arg{n}.npy"), _to_storage(values[t], t))
+        refs = evaluate(outs, values)
+        self.tolerances = []
+        for n, (t, ref) in enumerate(zip(outs, refs)):
+            np.save(os.path.join(self._dir.name, f"arg{self.n_inputs + n}.npy"), np.zeros(t.shape, _storage(t)))
+            np.save(os.path.join(self._dir.name, f"ref{n}.npy"), _to_storage(ref, t))
+            self.tolerances.append(TOLERANCE.get(t.dtype.name))
+        self._proc: subprocess.Popen | None = None
+        self._fresh = False
+
+    # ---- building ---------------------------------------------------------
+    def _build(self, schedule) -> _Built:
+        start = time.perf_counter()
+        if isinstance(schedule, BaseException):
+            return _Built(error=MeasureResult(error_kind=ErrorKind.INSTANTIATE, error_msg=_message(schedule)))
+        try:
+            func = lower(schedule, self.args)
+            source = generate_c(func).text
+        except TilewrightError as exc:
+            return _Built(error=MeasureResult(error_kind=ErrorKind.INSTANTIATE, error_msg=_message(exc)))
+        try:
+            lib = build_library(source, self.target, timeout=max(60.0, self.timeout * 6))
+        except BuildError as exc:
+            return _Built(error=MeasureResult(error_kind=ErrorKind.COMPILE, error_msg=_message(exc),
+                                              build_s=time.perf_counter() - start))
+        return _Built(library=str(lib.library), build_s=time.perf_counter() - start, source=source)
+
+    def build_all(self, schedules: list) -> list[_Built]:
+        # Lowering is Python (serial); the compiler runs in parallel subprocesses.
+        with ThreadPoolExecutor(self.build_workers) as pool:
+            return list(pool.map(self._build, schedules))
+
+    # ---- running ----------------------------------------------------------
+    def _start(self) -> None:
+        # A fresh interpreter (not multiprocessing): no re-import of the user's __main__.
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "tilewright.runtime.runner"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, text=True, bufsize=1,
+        )
+        config = {"data_dir": self._dir.name, "n_inputs": self.n_inputs, "threads": self.threads,
+                  "tolerances": self.tolerances}
+        self._proc.stdin.write(json.dumps(config) + "\n")
+        self._fresh = True
+
+    def _stop(self) -> None:
+        if self._proc is not None:
+            self._proc.kill()
+            self._proc.wait(5)
+        self._proc = None
+
+    def run(self, library: str) -> MeasureResult:
+        if self._proc is None or self._proc.poll() is not None:
+            self._start()
+        start = time.perf_counter()
+        deadline = self.timeout + (30.0 if self._fresh else 0.0)  # a new runner first imports NumPy
+        deadline += self.repeat * self.min_repeat_ms / 1e3
+        self._fresh = False
+        try:
+            self._proc.stdin.write(json.dumps({"library": library, "repeat": self.repeat,
+                                               "min_repeat_ms": self.min_repeat_ms}) + "\n")
+        except (BrokenPipeError, OSError):
+            self._stop()
+            return MeasureResult(error_kind=ErrorKind.RUNTIME, error_msg="runner died before the request")
+        ready, _, _ = select.select([self._proc.stdout], [], [], deadline)
+        if not ready:
+            self._stop()
+            return MeasureResult(error_kind=ErrorKind.TIMEOUT, error_msg=f"no result within {deadline:.1f}s",
+                                 run_s=time.perf_counter() - start)
+        line = self._proc.stdout.readline()
+        elapsed = time.perf_counter() - start
+        if not line:
+            code = self._proc.wait(5)
+            self._proc = None
+            reason = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+            return MeasureResult(error_kind=ErrorKind.RUNTIME, error_msg=f"kernel crashed the runner ({reason})",
+                                 run_s=elapsed)
+        reply = json.loads(line)
+        if reply["status"] == "ok":
+            return MeasureResult(costs=tuple(reply["costs"]), run_s=elapsed)
+        kind = ErrorKind.WRONG_RESULT if reply["status"] == "wrong_result" else ErrorKind.RUNTIME
+        return MeasureResult(error_kind=kind, error_msg=reply["message"], run_s=elapsed)
+
+    def measure(self, schedules: list) -> list[MeasureResult]:
+        out = []
+        for built in self.build_all(schedules):
+            if built.error is not None:
+                out.append(built.error)
+                continue
+            r = self.run(built.library)
+            out.append(MeasureResult(r.costs, r.error_kind, r.error_msg, built.build_s, r.run_s))
+        return out
+
+    def close(self) -> None:
+        if self._proc is not None:
+            try:
+                self._proc.stdin.close()
+            except OSError:
+                pass
+        self._stop()
+        self._dir.cleanup()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _message(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"[:2000]
+
+
+def _storage(t) -> np.dtype:
+    from ..ir.stmt import Buffer
+
+    return storage_dtype(Buffer(t.name, t.shape, t.dtype))
+
+
+def _random_input(rng: np.random.Generator, t) -> np.ndarray:
+    d = t.dtype
+    if d.is_float:
+        return rng.uniform(-1, 1, size=t.shape).astype(np.float32 if d.name == "bfloat16" else d.numpy)
+    if d.is_bool:
+        return rng.integers(0, 2, size=t.shape).astype(bool)
+    lo, hi = d.int_range
+    return rng.integers(max(lo, -64), min(hi, 64) + 1, size=t.shape).astype(d.numpy)
+
+
+def _to_storage(value: np.ndarray, t) -> np.ndarray:
+    if t.dtype.name == "bfloat16":
+        from ..reference.values import round_to_bfloat16
+
+        return (round_to_bfloat16(value).view(np.uint32) >> 16).astype(np.uint16)
+    return np.ascontiguousarray(value.astype(_storage(t)))
+
+
+__all__ = ["ErrorKind", "MeasureResult", "Measurer"]

@@ -1,0 +1,65 @@
+"""The isolated runner process (`python -m tilewright.runtime.runner`): reads a
+JSON config line, then one request line per library; loads it, checks its
+outputs against the reference, times it, answers one JSON line each. A
+kernel that crashes takes only this process down."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import sys
+
+import numpy as np
+
+
+def check(outs, expected, tolerances) -> str | None:
+    for n, (got, want, tol) in enumerate(zip(outs, expected, tolerances)):
+        if tol is None:
+            if not np.array_equal(got, want):
+                return f"output {n}: {int(np.sum(got != want))} of {got.size} elements differ from the reference"
+            continue
+        g, w = got.astype(np.float64), want.astype(np.float64)
+        if not np.isfinite(g).all() and np.isfinite(w).all():
+            return f"output {n}: non-finite values where the reference is finite (unwritten or overflowed)"
+        scale = float(np.max(np.abs(w))) if w.size else 0.0
+        err = float(np.max(np.abs(g - w))) if w.size else 0.0
+        if err > tol * scale + tol:
+            return f"output {n}: max abs error {err:.3g} vs max |reference| {scale:.3g} (relative tolerance {tol})"
+    return None
+
+
+def serve(stdin, stdout) -> None:
+    config = json.loads(stdin.readline())
+    d, n_in = config["data_dir"], config["n_inputs"]
+    tolerances = config["tolerances"]
+    arrays = [np.load(os.path.join(d, f"arg{n}.npy")) for n in range(n_in + len(tolerances))]
+    expected = [np.load(os.path.join(d, f"ref{n}.npy")) for n in range(len(tolerances))]
+    outs = arrays[n_in:]
+    ptrs = (ctypes.c_void_p * len(arrays))(*[a.ctypes.data for a in arrays])
+    for line in stdin:
+        req = json.loads(line)
+        lib = ctypes.CDLL(req["library"])
+        lib.tw_call.restype = ctypes.c_int32
+        lib.tw_time.restype = ctypes.c_double
+        lib.tw_time.argtypes = [ctypes.c_void_p, ctypes.c_int32]
+        lib.tw_set_num_threads(ctypes.c_int32(config["threads"]))
+        for o in outs:
+            o.fill(np.nan if o.dtype.kind == "f" else 0)
+        rc = lib.tw_call(ptrs)
+        if rc != 0:
+            reply = {"status": "runtime", "message": f"kernel returned error code {rc}"}
+        else:
+            bad = check(outs, expected, tolerances)
+            if bad:
+                reply = {"status": "wrong_result", "message": bad}
+            else:
+                once = max(lib.tw_time(ptrs, 1), 1e-7)
+                number = max(1, int(req["min_repeat_ms"] / 1e3 / once))
+                reply = {"status": "ok", "costs": [lib.tw_time(ptrs, number) for _ in range(req["repeat"])]}
+        stdout.write(json.dumps(reply) + "\n")
+        stdout.flush()
+
+
+if __name__ == "__main__":
+    serve(sys.stdin, sys.stdout)
