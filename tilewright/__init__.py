@@ -4,6 +4,8 @@ Describe a computation with tensor expressions (`placeholder`, `compute`,
 `reduce_axis`, `sum`, ...), or take one from `tilewright.ops`; evaluate it
 with the NumPy reference (`evaluate`)."""
 
+__version__ = "0.1.0"
+
 from . import ops
 from .driver import build, lower
 from .errors import (
@@ -19,6 +21,7 @@ from .errors import (
     TilewrightError,
 )
 from .ir.dtype import DType, as_dtype
+from .records import records
 from .reference import evaluate
 from .schedule import Schedule, create_schedule
 from .targets import Target, as_target
@@ -59,12 +62,11 @@ from .te import (
     truncdiv,
     truncmod,
 )
-
-__version__ = "0.1.0"
+from .tune import TuneResult, tune
 
 __all__ = [
     "ops", "evaluate", "DType", "as_dtype", "Tensor", "build", "lower", "Schedule", "create_schedule", "Target",
-    "as_target",
+    "as_target", "records", "tune", "TuneResult",
     "BuildError", "DTypeError", "EvaluationError", "ExprError", "LoweringError", "MeasureError",
     "NameConflictError", "ScheduleError", "ShapeError", "TilewrightError",
     "abs", "all", "any", "cast", "ceil", "comm_reducer", "compute", "const", "cos", "erf", "exp", "floor",

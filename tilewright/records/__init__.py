@@ -1,0 +1,7 @@
+"""Tuning records (SQLite, JSONL export/import/merge), keyed by workload and
+target. Imports `config`, `errors`. Public names: Record, Records, records,
+active_records, default_path."""
+
+from .store import Record, Records, active_records, default_path, records
+
+__all__ = ["Record", "Records", "active_records", "default_path", "records"]

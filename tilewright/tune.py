@@ -1,0 +1,218 @@
+"""`tw.tune`: explore the schedule space of a program by measurement, record
+every measurement, and return the best schedule found.
+
+The default (heuristic) point is measured first, so the report shows what
+search added; known records of the same workload on the same target seed the
+search (a rerun resumes an interrupted one without re-measuring anything)."""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import __version__
+from .analysis import workload_key
+from .config import cache_dir
+from .driver import build as build_schedule
+from .errors import TilewrightError
+from .records import Record, Records
+from .runtime.measure import ErrorKind, Measurer, MeasureResult
+from .search import make_strategy
+from .space import Point, apply_cpu, cpu_space, default_point
+from .targets import as_target
+from .te.tensor import PlaceholderOp, Tensor
+
+
+@dataclass(frozen=True)
+class Trial:
+    index: int
+    elapsed_s: float
+    point: Point
+    cost: float
+    error_kind: str
+    error_msg: str
+    best_cost: float
+
+
+@dataclass
+class TuneResult:
+    args: list
+    outputs: list
+    target: object
+    space: object
+    plan: object
+    method: str
+    workload: str
+    best_point: Point | None
+    best_cost: float
+    default_cost: float
+    history: list[Trial] = field(default_factory=list)
+    log_path: Path | None = None
+
+    @property
+    def flops(self) -> int:
+        return self.plan.graph.flops
+
+    @property
+    def gflops(self) -> float:
+        return self.flops / self.best_cost / 1e9 if math.isfinite(self.best_cost) else 0.0
+
+    @property
+    def errors(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for t in self.history:
+            if t.error_kind != "none":
+                out[t.error_kind] = out.get(t.error_kind, 0) + 1
+        return out
+
+    def schedule(self):
+        if self.best_point is None:
+            raise TilewrightError("tuning found no working schedule; see the errors in the report")
+        return apply_cpu(self.outputs, self.plan, self.best_point)
+
+    def build(self):
+        """The best kernel, compiled (cached), taking `args` in order."""
+        return build_schedule(self.schedule(), self.args, target=self.target)
+
+    def report(self) -> str:
+        lines = [f"tuned {self.plan.main.name} ({self.flops / 1e9:.3f} GFLOP) on {self.target} with method "
+                 f"{self.method}: {len(self.history)} measurements"]
+        if math.isfinite(self.default_cost):
+            lines.append(f"  untuned default: {self.default_cost * 1e3:.4f} ms "
+                         f"({self.flops / self.default_cost / 1e9:.1f} GFLOP/s)")
+        if math.isfinite(self.best_cost):
+            gain = f", {self.default_cost / self.best_cost:.2f}x over default" if math.isfinite(self.default_cost) \
+                else ""
+            lines.append(f"  best: {self.best_cost * 1e3:.4f} ms ({self.gflops:.1f} GFLOP/s{gain})")
+            lines.append(f"  point: {self.best_point}")
+        if self.errors:
+            lines.append("  failed candidates: " + ", ".join(f"{k} {v}" for k, v in sorted(self.errors.items())))
+        if self.log_path:
+            lines.append(f"  log: {self.log_path}")
+        return "\n".join(lines)
+
+
+def _split_args(tensors) -> tuple[list, list]:
+    if isinstance(tensors, Tensor):
+        tensors = [tensors]
+    args = list(tensors)
+    outputs = [t for t in args if not isinstance(t.op, PlaceholderOp)]
+    if not outputs:
+        raise TilewrightError("tune needs the program's tensors, inputs and outputs, e.g. [A, B, C]; "
+                              "no computed tensor was given")
+    return args, outputs
+
+
+class _Progress:
+    def __init__(self, enabled: bool, name: str, total: int, flops: int):
+        self.enabled, self.name, self.total, self.flops = enabled, name, total, flops
+
+    def update(self, n: int, best: float, errors: int) -> None:
+        if not self.enabled:
+            return
+        perf = f"{best * 1e3:.4f} ms {self.flops / best / 1e9:7.1f} GFLOP/s" if math.isfinite(best) else "no result"
+        sys.stderr.write(f"\r[tune {self.name}] trial {n}/{self.total}  best {perf}  errors {errors}   ")
+        sys.stderr.flush()
+
+    def done(self) -> None:
+        if self.enabled:
+            sys.stderr.write("\n")
+
+
+def tune(tensors, target="cpu", trials: int = 200, method: str = "q", timeout: float = 10.0, seed: int = 0,
+         records=None, early_stop: int | None = None, batch: int | None = None, warmup: int | None = None,
+         progress: bool | None = None, log=None) -> TuneResult:
+    """Search `trials` schedules of the program whose arguments are `tensors`
+    (inputs and outputs, in kernel order). Returns a TuneResult with the best
+    schedule, its time, the history, `report()` and `build()`."""
+    args, outputs = _split_args(tensors)
+    tgt = as_target(target)
+    space, plan = cpu_space(outputs, tgt)
+    strategy = make_strategy(method, space, seed)
+    store = records if isinstance(records, Records) else Records(records)
+    wkey, tkey = workload_key(outputs), tgt.key
+    run_id = uuid.uuid4().hex[:12]
+    description = f"{plan.main.name} {list(plan.main.tensor.shape)} {plan.main.tensor.dtype}"
+    log_path = Path(log) if log else cache_dir() / "logs" / f"tune-{run_id}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    logf = open(log_path, "a")
+    batch = batch or max(2, tgt.cores * 2)
+    warmup = min(trials // 5, 20) if warmup is None else warmup
+    early_stop = early_stop or max(60, trials // 2)
+
+    for r in store.query(wkey, tkey):  # warm start: never measure a known point again
+        try:
+            p = Point.from_json(r.point)
+        except ValueError:
+            continue
+        if space.valid(p):
+            strategy.observe([p], [r.cost])
+    strategy.trials = 0
+
+    result = TuneResult(args, outputs, tgt, space, plan, method, wkey, *strategy.best, math.inf, log_path=log_path)
+    show = sys.stderr.isatty() if progress is None else progress
+    bar = _Progress(show, plan.main.name, trials, plan.graph.flops)
+    start = time.perf_counter()
+    default = default_point(space, plan)
+    last_gain = 0
+    n_errors = 0
+    with Measurer(outputs, args, tgt, timeout=timeout, seed=seed) as measurer:
+        if default in strategy.costs:
+            result.default_cost = strategy.costs[default]
+        queue = [] if default in strategy.costs else [default]
+        while len(result.history) < trials:
+            want = min(batch, trials - len(result.history))
+            if queue:
+                points, queue = queue[:want], queue[want:]
+            elif len(result.history) < warmup or not strategy.costs:
+                points = strategy.random_unvisited(want)
+            else:
+                points = strategy.propose(want)
+            if not points:
+                logf.write("space exhausted\n")
+                break
+            schedules = []
+            for p in points:
+                try:
+                    schedules.append(apply_cpu(outputs, plan, p))
+                except TilewrightError as exc:
+                    schedules.append(exc)
+            measured = measurer.measure(schedules)
+            for p, s, m in zip(points, schedules, measured):
+                _record(store, wkey, tkey, p, s, m, method, seed, run_id, description)
+                cost = m.cost
+                if p == default:
+                    result.default_cost = cost
+                if cost < result.best_cost:
+                    result.best_point, result.best_cost = p, cost
+                    last_gain = len(result.history)
+                n_errors += not m.ok
+                trial = Trial(len(result.history), time.perf_counter() - start, p, cost, m.error_kind.value,
+                              m.error_msg, result.best_cost)
+                result.history.append(trial)
+                logf.write(f"{trial.index}\t{trial.elapsed_s:.2f}s\t{cost:.6g}\t{m.error_kind.value}\t{p}"
+                           f"\t{m.error_msg[:300]}\n")
+            logf.flush()
+            strategy.observe(points, [m.cost for m in measured])
+            bar.update(len(result.history), result.best_cost, n_errors)
+            if len(result.history) - last_gain >= early_stop:
+                logf.write(f"early stop: no improvement in {early_stop} trials\n")
+                break
+    bar.done()
+    logf.close()
+    if result.best_point is None and strategy.best[0] is not None:  # all from records
+        result.best_point, result.best_cost = strategy.best
+    return result
+
+
+def _record(store: Records, wkey, tkey, point: Point, schedule, m: MeasureResult, method, seed, run_id, desc):
+    trace = "" if isinstance(schedule, BaseException) else schedule.trace.to_json()
+    store.add(Record(wkey, tkey, point.to_json(), trace, m.costs, m.error_kind.value, m.error_msg, method, seed,
+                     run_id, __version__, time.time(), desc))
+
+
+__all__ = ["ErrorKind", "TuneResult", "Trial", "tune"]
