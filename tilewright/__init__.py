@@ -62,7 +62,7 @@ from .te import (
     truncdiv,
     truncmod,
 )
-from .tune import TuneResult, tune
+from .tuning import TuneResult, tune
 
 __all__ = [
     "ops", "evaluate", "DType", "as_dtype", "Tensor", "build", "lower", "Schedule", "create_schedule", "Target",

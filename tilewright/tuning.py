@@ -209,10 +209,26 @@ def tune(tensors, target="cpu", trials: int = 200, method: str = "q", timeout: f
     return result
 
 
+def best_schedule(tensors, target):
+    """The schedule of the best record in the active store, or the default point's."""
+    from .records import active_records
+
+    _, outputs = _split_args(tensors)
+    tgt = as_target(target)
+    space, plan = cpu_space(outputs, tgt)
+    store = active_records()
+    if store is not None:
+        for r in store.best(workload_key(outputs), tgt.key, k=5):
+            p = Point.from_json(r.point)
+            if space.valid(p):
+                return apply_cpu(outputs, plan, p)
+    return apply_cpu(outputs, plan, default_point(space, plan))
+
+
 def _record(store: Records, wkey, tkey, point: Point, schedule, m: MeasureResult, method, seed, run_id, desc):
     trace = "" if isinstance(schedule, BaseException) else schedule.trace.to_json()
     store.add(Record(wkey, tkey, point.to_json(), trace, m.costs, m.error_kind.value, m.error_msg, method, seed,
                      run_id, __version__, time.time(), desc))
 
 
-__all__ = ["ErrorKind", "TuneResult", "Trial", "tune"]
+__all__ = ["ErrorKind", "TuneResult", "Trial", "best_schedule", "tune"]

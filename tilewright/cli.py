@@ -1,0 +1,136 @@
+"""The `tilewright` command.
+
+  tilewright tune conv2d --shape x=1,64,56,56 --shape w=64,64,3,3 --opt padding=1 --trials 200
+  tilewright tune --case C2D:yolo_conv2 --trials 200 --method q
+  tilewright records list | show WORKLOAD | export FILE | import FILE
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import math
+import sys
+
+from .errors import TilewrightError
+
+
+def _value(text: str):
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def _program(args) -> list:
+    from . import ops, te
+    from .workloads.builders import suite_program
+
+    if args.case:
+        if ":" not in args.case:
+            raise TilewrightError("--case takes OPERATOR:CASE, e.g. C2D:yolo_conv2")
+        op, name = args.case.split(":", 1)
+        return suite_program(op, name, args.dtype)
+    if not args.op:
+        raise TilewrightError("give an operator (e.g. `tilewright tune conv2d --shape ...`) or --case")
+    fn = getattr(ops, args.op, None)
+    if fn is None or args.op not in ops.__all__:
+        raise TilewrightError(f"unknown operator {args.op!r}; operators: {', '.join(sorted(ops.__all__))}")
+    inputs = []
+    for spec in args.shape:
+        if "=" not in spec:
+            raise TilewrightError(f"--shape takes NAME=d0,d1,..., got {spec!r}")
+        name, dims = spec.split("=", 1)
+        try:
+            shape = tuple(int(d) for d in dims.split(","))
+        except ValueError:
+            raise TilewrightError(f"--shape {spec!r}: dimensions must be integers") from None
+        inputs.append(te.placeholder(shape, args.dtype, name=name))
+    opts = {}
+    for spec in args.opt:
+        if "=" not in spec:
+            raise TilewrightError(f"--opt takes KEY=VALUE, got {spec!r}")
+        key, val = spec.split("=", 1)
+        opts[key] = _value(val)
+    return [*inputs, fn(*inputs, **opts)]
+
+
+def cmd_tune(args) -> int:
+    from .tuning import tune
+
+    tensors = _program(args)
+    result = tune(tensors, target=args.target, trials=args.trials, method=args.method, timeout=args.timeout,
+                  seed=args.seed, records=args.records, progress=True)
+    print(result.report())
+    return 0 if math.isfinite(result.best_cost) else 1
+
+
+def cmd_records(args) -> int:
+    from .records import Records
+
+    store = Records(args.records)
+    if args.action == "list":
+        rows = store.workloads()
+        if not rows:
+            print(f"no records in {store.path}")
+        for workload, target, desc, count, best in rows:
+            best_text = f"{best * 1e3:.4f} ms" if best is not None else "no success"
+            print(f"{workload}  {desc:40s}  {count:5d} measurements  best {best_text}  [{target[:60]}]")
+    elif args.action == "show":
+        matches = [r for r in store.workloads() if r[0].startswith(args.arg or "")]
+        if not matches:
+            print(f"no workload starting with {args.arg!r}")
+            return 1
+        for workload, target, desc, count, _ in matches:
+            print(f"{workload} {desc} on {target}")
+            for r in store.best(workload, target, k=args.top):
+                print(f"  {r.cost * 1e3:.4f} ms  {r.method:6s}  {r.point}")
+    elif args.action == "export":
+        print(f"exported {store.export_jsonl(args.arg)} records to {args.arg}")
+    elif args.action == "import":
+        print(f"imported {store.import_jsonl(args.arg)} new records from {args.arg}")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="tilewright", description="tensor compiler and schedule explorer")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    t = sub.add_parser("tune", help="tune an operator of tw.ops or a suite case")
+    t.add_argument("op", nargs="?", help="operator name in tw.ops (conv2d, matmul, ...)")
+    t.add_argument("--shape", action="append", default=[], help="NAME=d0,d1,... for each input, in order")
+    t.add_argument("--opt", action="append", default=[], help="KEY=VALUE keyword of the operator")
+    t.add_argument("--case", help="a case of the FlexTensor suite, OPERATOR:CASE (e.g. C2D:yolo_conv2)")
+    t.add_argument("--dtype", default="float32")
+    t.add_argument("--target", default="cpu")
+    t.add_argument("--trials", type=int, default=200)
+    t.add_argument("--method", default="q", choices=["q", "p", "random"])
+    t.add_argument("--timeout", type=float, default=10.0)
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--records", help="SQLite record file (default: the user cache dir)")
+    t.set_defaults(fn=cmd_tune)
+    r = sub.add_parser("records", help="list, show, export or import tuning records")
+    r.add_argument("action", choices=["list", "show", "export", "import"])
+    r.add_argument("arg", nargs="?", help="workload prefix (show) or JSONL file (export/import)")
+    r.add_argument("--records", help="SQLite record file (default: the user cache dir)")
+    r.add_argument("--top", type=int, default=5)
+    r.set_defaults(fn=cmd_records)
+    return p
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
+    if args.cmd == "records" and args.action in ("export", "import") and not args.arg:
+        print(f"tilewright records {args.action} needs a JSONL file", file=sys.stderr)
+        return 2
+    try:
+        return args.fn(args)
+    except TilewrightError as exc:
+        print(f"tilewright: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\ninterrupted; every measurement so far is in the records", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
