@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 
 run: $(STAMP)
 	$(BIN)/python examples/00_conv2d_reference.py
-	$(BIN)/python examples/01_gemm_by_hand.py
+	$(BIN)/python examples/02_tune_conv2d.py --trials 60
 
 lint: $(STAMP)
 	$(BIN)/ruff check tilewright tests examples benchmarks

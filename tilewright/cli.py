@@ -81,7 +81,7 @@ def cmd_records(args) -> int:
         if not matches:
             print(f"no workload starting with {args.arg!r}")
             return 1
-        for workload, target, desc, count, _ in matches:
+        for workload, target, desc, _count, _ in matches:
             print(f"{workload} {desc} on {target}")
             for r in store.best(workload, target, k=args.top):
                 print(f"  {r.cost * 1e3:.4f} ms  {r.method:6s}  {r.point}")

@@ -219,6 +219,7 @@ class CCodeGen(CRenderer):
         self.depth += 1
         self.emit(f"{t} {', '.join(slots.values())};")
         self.stmt(s.body)
+        del self.promoted[id(b)]  # partitioning/unrolling may allocate the same buffer again elsewhere
         self.depth -= 1
         self.emit("}")
 
