@@ -112,7 +112,8 @@ def cpu_space(outputs, target: Target) -> tuple[Space, CpuPlan]:
         tile = [_tile_factor(point, lp) for lp in main.spatial]
         points = math.prod(tile)
         last = tile[-1] if tile else 1
-        regs = points // plan.lanes if plan.lanes > 1 and last % plan.lanes == 0 else points
+        width = vector_width(last, plan.lanes)
+        regs = points // width
         return regs <= plan.registers - 4 and points <= MAX_TILE_POINTS
 
     return Space(knobs, constraint), plan
@@ -189,8 +190,9 @@ def apply_cpu(outputs, plan: CpuPlan, point: Point) -> Schedule:
     m_sp = list(M.op.axis)
     last_extent = _tile_factor(point, main.spatial[-1]) if main.spatial else 1
     vec = []
-    if m_sp and plan.lanes > 1 and last_extent % plan.lanes == 0:
-        vo, v = M.split(m_sp[-1], factor=plan.lanes)
+    width = vector_width(last_extent, plan.lanes)
+    if m_sp and width > 1:
+        vo, v = M.split(m_sp[-1], factor=width)
         vec = [vo, v]
         rows = m_sp[:-1]
     else:
@@ -232,12 +234,24 @@ def apply_cpu(outputs, plan: CpuPlan, point: Point) -> Schedule:
     return s
 
 
+def vector_width(extent: int, lanes: int) -> int:
+    """The widest power-of-two vector (>= 4 lanes, <= the target's) dividing a
+    tile extent; 1 when none does (scalar code)."""
+    width = lanes
+    while width >= 4:
+        if extent % width == 0:
+            return width
+        width //= 2
+    return 1
+
+
 def _vectorize_tile(stage, tile: list, factors: list[int], lanes: int, unroll: bool) -> None:
     if not tile:
         return
     last = tile[-1]
-    if lanes > 1 and factors[-1] % lanes == 0 and factors[-1] > 0:
-        lo, li = stage.split(last, factor=lanes)
+    width = vector_width(factors[-1], lanes)
+    if width > 1:
+        lo, li = stage.split(last, factor=width)
         stage.vectorize(li)
         inner = tile[:-1] + [lo]
     else:
