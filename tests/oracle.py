@@ -39,3 +39,62 @@ def assert_close(got, want, dtype: str = "float32", scale: float = 1.0) -> None:
         return
     rtol, atol = TOLERANCE[dtype]
     np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=rtol, atol=atol * scale)
+
+
+# ---- schedules: build a kernel and compare it with the reference evaluator ----------------------------
+
+def _storage(dtype: str) -> str:
+    return "uint16" if dtype == "bfloat16" else dtype
+
+
+def sentinel_array(shape, dtype: str) -> np.ndarray:
+    """An output buffer pre-filled with a value a correct kernel overwrites (NaN for floats), so that
+    elements a kernel forgets to write are caught."""
+    if dtype in ("float16", "float32", "float64"):
+        return np.full(shape, np.nan, dtype=dtype)
+    if dtype == "bool":
+        return np.zeros(shape, dtype=bool)
+    info = np.iinfo(_storage(dtype))
+    return np.full(shape, info.min + 7, dtype=_storage(dtype))
+
+
+def check_kernel(s, args, rng: np.random.Generator, *, target="cpu", rtol: float | None = None,
+                 atol: float | None = None, name: str = "kernel", kernel=None):
+    """Build `s` (unless `kernel` is given), run it on random inputs and compare every output of the
+    schedule with `tw.evaluate`. Returns the kernel. Float outputs use (rtol, atol) when given, else
+    the dtype's TOLERANCE; integer outputs must be exact."""
+    import tilewright as tw
+
+    if kernel is None:
+        kernel = tw.build(s, args, target=target, name=name)
+    outputs = list(s.outputs)
+    inputs, arrays = {}, []
+    for t in args:
+        dtype = t.dtype.name
+        if any(t is o for o in outputs):
+            arrays.append(sentinel_array(t.shape, dtype))
+        else:
+            a = random_array(rng, t.shape, dtype)
+            inputs[t] = a
+            arrays.append(a)
+    kernel(*arrays)
+    want = tw.evaluate(outputs, inputs)
+    for t, w in zip(outputs, want):
+        got = arrays[next(n for n, a in enumerate(args) if a is t)]
+        dtype = t.dtype.name
+        if dtype in TOLERANCE and (rtol is not None or atol is not None):
+            r0, a0 = TOLERANCE[dtype]
+            np.testing.assert_allclose(got.astype(np.float64), np.asarray(w, np.float64),
+                                       rtol=r0 if rtol is None else rtol, atol=a0 if atol is None else atol,
+                                       err_msg=f"output '{t.name}'")
+        else:
+            assert_close(got, w, dtype)
+    return kernel
+
+
+def leaf_names(stage) -> list[str]:
+    return [a.name for a in stage.leaf_iter_vars]
+
+
+def leaf_extents(stage) -> list[int]:
+    return [a.extent for a in stage.leaf_iter_vars]

@@ -2,9 +2,8 @@
 
 | variable               | meaning                                         | default                    |
 |------------------------|-------------------------------------------------|----------------------------|
-| TILEWRIGHT_CACHE_DIR   | compiled kernels and tuning records              | $XDG_CACHE_HOME/tilewright |
+| TILEWRIGHT_CACHE_DIR   | compiled kernels (with their .c), records, logs  | $XDG_CACHE_HOME/tilewright |
 | TILEWRIGHT_CC          | C compiler (falls back to $CC, then `cc`)        | cc                         |
-| TILEWRIGHT_KEEP_SOURCE | 1 keeps .c files next to cached .so files        | 1                          |
 """
 
 from __future__ import annotations
