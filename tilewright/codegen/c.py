@@ -190,7 +190,7 @@ class CCodeGen(CRenderer):
         nbytes = b.size * b.dtype.bytes
         self.emit("{")
         self.depth += 1
-        heap = nbytes > STACK_LIMIT and b.scope is Scope.GLOBAL
+        heap = nbytes > STACK_LIMIT  # whatever the scope: a big "local" buffer would overflow the stack
         if heap:  # failure sets a flag instead of returning: a return may not leave an OpenMP loop
             size = -(-nbytes // 64) * 64
             self.emit(f"{t} *restrict {name} = ({t} *)aligned_alloc(64, {size});")

@@ -13,6 +13,22 @@ _Bool _Complex _Imaginary _Alignas _Alignof _Atomic _Generic _Noreturn _Static_a
 bool true false NULL main errno
 """.split())
 
+# Identifiers the generated C or its headers define (math, libc, stdint, OpenMP);
+# all-caps names of 3+ characters are treated as macros too (INFINITY, CLOCK_MONOTONIC, ...).
+C_LIBRARY = frozenset("""
+int8_t int16_t int32_t int64_t uint8_t uint16_t uint32_t uint64_t intptr_t uintptr_t size_t ptrdiff_t
+float double _Float16 timespec clock_gettime malloc free calloc realloc aligned_alloc abort exit abs labs llabs
+memcpy memset memmove strlen printf puts
+exp expf log logf sqrt sqrtf tanh tanhf erf erff fabs fabsf pow powf floor floorf ceil ceilf nearbyint nearbyintf
+sin sinf cos cosf fmin fminf fmax fmaxf fmod fmodf round roundf trunc truncf exp2 exp2f log2 log2f
+omp_set_num_threads omp_get_num_threads omp_get_thread_num
+""".split())
+
+
+def _reserved(name: str) -> bool:
+    return (name in C_KEYWORDS or name in C_LIBRARY or name.startswith("tw_") or name.startswith("__")
+            or (len(name) >= 3 and name.upper() == name and any(c.isalpha() for c in name)))
+
 
 class NameTable:
     def __init__(self, reserved=()):
@@ -25,7 +41,7 @@ class NameTable:
         base = re.sub(r"_+", "_", base)
         if base[0].isdigit():
             base = "v" + base
-        if base in C_KEYWORDS or base.startswith("tw_") or base.startswith("__"):
+        if _reserved(base):
             base = "u_" + base.lstrip("_")
         name, n = base, 1
         while name in self._used:

@@ -30,6 +30,7 @@ from ..ir.expr import (
 )
 from ..ir.stmt import For, ForKind, IfThenElse, Seq, Stmt, Store, seq
 from ..ir.stmt_functor import map_stmt
+from ..ir.traverse import walk
 
 _VECTOR_DTYPES = {"float32", "float64", "int8", "int16", "int32", "int64", "uint8"}
 
@@ -83,6 +84,9 @@ class _Vectorizer:
             self._check(e.dtype)
             if _lanes(c) > 1 and _cond_bits(e.cond) != e.dtype.bits:
                 raise _Unvectorizable("select mask width differs from the data width")
+            if _lanes(c) > 1 and any(isinstance(n, Load) for b in (e.t, e.f) for n in walk(b)):
+                # a blend evaluates both branches: the untaken one may read outside its tensor
+                raise _Unvectorizable("select whose branches read memory")
             return Select(c, _materialize(t, self.lanes), _materialize(f, self.lanes),
                           e.dtype.with_lanes(self.lanes))
         if isinstance(e, Cast):

@@ -19,6 +19,7 @@ class Split:
     outer: IterVar
     inner: IterVar
     factor: int
+    nparts: int | None = None  # split by nparts: the outer loop has exactly nparts iterations
 
     @property
     def exact(self) -> bool:
@@ -41,9 +42,14 @@ def pass_down(roots: list[IterVar], relations: list, root_extents: dict[int, int
     for rel in relations:
         if isinstance(rel, Split):
             parent = dom[id(rel.parent)]
-            inner = min(rel.factor, parent)
-            dom[id(rel.inner)] = inner
-            dom[id(rel.outer)] = -(-parent // inner)
+            if rel.nparts is not None:
+                inner = -(-parent // rel.nparts)
+                dom[id(rel.inner)] = inner
+                dom[id(rel.outer)] = rel.nparts
+            else:
+                inner = min(rel.factor, parent)
+                dom[id(rel.inner)] = inner
+                dom[id(rel.outer)] = -(-parent // inner)
         else:
             dom[id(rel.fused)] = dom[id(rel.outer)] * dom[id(rel.inner)]
     return dom
@@ -65,7 +71,7 @@ def root_values(roots: list[IterVar], relations: list, leaf_values: dict[int, Ex
             inner_extent = dom[id(rel.inner)]
             offset = arith.binary(BinOp.ADD, arith.binary(BinOp.MUL, outer, inner_extent), inner)
             values[id(rel.parent)] = offset
-            if dom[id(rel.parent)] % inner_extent:
+            if dom[id(rel.outer)] * inner_extent != dom[id(rel.parent)]:
                 guards.append(arith.compare(CmpOp.LT, offset, dom[id(rel.parent)]))
         else:
             fused = values[id(rel.fused)]

@@ -124,8 +124,9 @@ class Schedule:
         stage.scope = sc
         first = min(self.stages.index(r) for r in readers)
         self.stages.insert(first, stage)
-        self.trace.append("", "cache_read",
-                          {"tensor": tensor.name, "scope": scope, "readers": [r.name for r in readers]})
+        producer = self.stage_of(tensor)  # stage names are unique; tensor names need not be
+        self.trace.append("", "cache_read", {"tensor": producer.name if producer else tensor.name, "scope": scope,
+                                             "readers": [r.name for r in readers]})
         return cache
 
     def cache_write(self, tensor: Tensor, scope: str) -> Tensor:

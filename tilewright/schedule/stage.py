@@ -25,6 +25,8 @@ class AttachKind(enum.Enum):
 
 
 def _positive_int(value, stage: str, prim: str, param: str) -> int:
+    if hasattr(value, "__index__") and not isinstance(value, bool):
+        value = value.__index__()  # NumPy integers
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ScheduleError(f"stage '{stage}': {prim} {param} must be a positive int, got {value!r}")
     return value
@@ -97,16 +99,22 @@ class Stage:
         if (factor is None) == (nparts is None):
             raise ScheduleError(
                 f"stage '{self.name}': split of '{parent.name}' needs exactly one of factor= or nparts=")
+        prim = f"split of '{parent.name}'"
         if factor is not None:
-            factor = _positive_int(factor, self.name, "split", "factor")
+            factor = _positive_int(factor, self.name, prim, "factor")
+            outer_extent = -(-parent.extent // factor)
         else:
-            nparts = _positive_int(nparts, self.name, "split", "nparts")
+            nparts = _positive_int(nparts, self.name, prim, "nparts")
             factor = -(-parent.extent // nparts)
-        outer = IterVar(f"{parent.name}.outer", extent=-(-parent.extent // factor), kind=parent.kind)
+            outer_extent = nparts
+        outer = IterVar(f"{parent.name}.outer", extent=outer_extent, kind=parent.kind)
         inner = IterVar(f"{parent.name}.inner", extent=factor, kind=parent.kind)
         self._replace_leaf(parent, [outer, inner])
-        self.relations.append(Split(parent, outer, inner, factor))
-        self._record("split", axis=parent.name, factor=factor)
+        self.relations.append(Split(parent, outer, inner, factor, nparts))
+        if nparts is None:
+            self._record("split", axis=parent.name, factor=factor)
+        else:
+            self._record("split", axis=parent.name, nparts=nparts)
         return outer, inner
 
     def fuse(self, *axes: IterVar) -> IterVar:
@@ -197,6 +205,9 @@ class Stage:
         self._check_movable("compute_at")
         if parent is self:
             raise ScheduleError(f"stage '{self.name}': cannot compute_at itself")
+        if parent.attach is AttachKind.INLINE:
+            raise ScheduleError(f"stage '{self.name}': compute_at stage '{parent.name}', which is inlined and has "
+                                f"no loops")
         consumers = self.schedule.consuming_stages(self)
         if not any(parent is r for r in consumers):
             names = ", ".join(r.name for r in consumers) or "(none)"
@@ -217,6 +228,10 @@ class Stage:
         self._check_movable("compute_inline")
         if self.is_reduction:
             raise ScheduleError(f"stage '{self.name}': a reduction cannot be inlined; use compute_at instead")
+        guests = [st.name for st in self.schedule.stages if st.attach_stage is self]
+        if guests:
+            raise ScheduleError(f"stage '{self.name}' cannot be inlined: {guests} are computed at its loops; "
+                                f"move them first (compute_root or compute_at another stage)")
         self.attach, self.attach_stage, self.attach_axis = AttachKind.INLINE, None, None
         self._record("compute_inline")
 

@@ -64,10 +64,13 @@ def _axis(stage, name: str):
 
 
 def _tensor(s, name: str):
+    for st in s.stages:  # stage names are unique within a schedule
+        if st.name == name:
+            return st.tensor
     for t in s.program.inputs:
         if t.name == name:
             return t
-    return s[name].tensor
+    raise ScheduleError(f"trace replay: no stage or input named '{name}'")
 
 
 def _apply(s, step: Step) -> None:
@@ -86,7 +89,7 @@ def _apply(s, step: Step) -> None:
     st = s[step.stage]
     p = step.primitive
     if p == "split":
-        st.split(_axis(st, a["axis"]), factor=a["factor"])
+        st.split(_axis(st, a["axis"]), factor=a.get("factor"), nparts=a.get("nparts"))
     elif p == "fuse":
         st.fuse(*[_axis(st, n) for n in a["axes"]])
     elif p == "reorder":
