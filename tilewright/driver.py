@@ -30,4 +30,4 @@ def build(s, args=None, target="cpu", name: str = "kernel") -> Kernel:
     func = _lower(s, args, name)
     source = generate_c(func)
     lib = build_library(source.text, tgt)
-    return Kernel(func, source, lib, tgt, tuple(t.name for t in s.outputs))
+    return Kernel(func, source, lib, tgt)

@@ -226,19 +226,13 @@ def test_kernel_name_is_sanitized(rng, tmp_path):
     assert len(list(tmp_path.glob("*.so"))) == 1
 
 
-PREDEFINED_MACRO = pytest.mark.xfail(
-    reason="BUG: names that GCC predefines as macros in GNU C mode (-std=gnu11: linux, unix) are not renamed; "
-           "'float *restrict linux' becomes 'float *restrict 1' and the source does not compile",
-    strict=True, raises=tw.BuildError)
-
-
 @pytest.mark.parametrize("name,role", [
     ("int32_t", "input"), ("int32_t", "intermediate"), ("uint16_t", "input"), ("expf", "input"),
     ("exp", "intermediate"), ("sqrtf", "intermediate"), ("NAN", "input"), ("M_PI", "intermediate"),
     ("INT32_MIN", "input"), ("INT64_C", "input"), ("free", "intermediate"), ("aligned_alloc", "input"),
     ("memcpy", "input"), ("CLOCK_MONOTONIC", "intermediate"), ("omp_set_num_threads", "input"),
-    pytest.param("linux", "input", marks=PREDEFINED_MACRO),
-    pytest.param("unix", "intermediate", marks=PREDEFINED_MACRO),
+    ("linux", "input"),
+    ("unix", "intermediate"),
 ])
 def test_names_colliding_with_c_library_identifiers(name, role, rng):
     """Regression: tensors named like a typedef, a math function or a macro the generated C uses broke the
@@ -259,9 +253,6 @@ def test_heap_buffer_named_like_a_libc_function(name, rng):
     assert "aligned_alloc(64" in kernel.source
 
 
-@pytest.mark.xfail(reason="BUG: kernel names are not kept clear of the locals of the generated tw_call/tw_time "
-                          "wrappers (args, t0, t1, n, number): 'called object is not a function'", strict=True,
-                   raises=tw.BuildError)
 @pytest.mark.parametrize("name", ["args", "t0", "number", "n"])
 def test_kernel_names_colliding_with_wrapper_locals(name, rng):
     A, B, C, D = _program(("A", "B", "C", "k"))

@@ -706,16 +706,26 @@ def test_storage_align_root_intermediate(rng):
     check_kernel(s, [A, Q], rng)
 
 
-@pytest.mark.xfail(reason="BUG: storage_align on two axes pads the outer axis first; padding the inner one "
-                          "afterwards breaks the outer stride's alignment", strict=True)
 def test_storage_align_two_axes(rng):
     A = tw.placeholder((3, 4, 5), "float32", name="A")
     P = tw.compute((3, 4, 5), lambda a, b, c: A[a, b, c] * 2, name="P")
     Q = tw.compute((3, 4, 5), lambda a, b, c: P[a, b, c] + P[a, b, 4 - c], name="Q")
     s = tw.create_schedule(Q)
-    s[P].storage_align(P.op.axis[0], 16, 1)
+    s[P].storage_align(P.op.axis[0], 16, 8)
     s[P].storage_align(P.op.axis[1], 8, 0)
     check_kernel(s, [A, Q], rng)
     st = strides(allocations(s, [A, Q])["P"])
     assert st[1] % 8 == 0
-    assert st[0] % 16 == 1  # gets [3, 13, 8]: stride 104 = 8 (mod 16)
+    assert st[0] % 16 == 8  # padding the outer axis first gave [3, 8, 8]: stride 64 = 0 (mod 16)
+
+
+def test_storage_align_two_axes_unsatisfiable():
+    """A row stride that is a multiple of 8 can never give a plane stride of 1 modulo 16."""
+    A = tw.placeholder((3, 4, 5), "float32", name="A")
+    P = tw.compute((3, 4, 5), lambda a, b, c: A[a, b, c] * 2, name="P")
+    Q = tw.compute((3, 4, 5), lambda a, b, c: P[a, b, c] + 1, name="Q")
+    s = tw.create_schedule(Q)
+    s[P].storage_align(P.op.axis[0], 16, 1)
+    s[P].storage_align(P.op.axis[1], 8, 0)
+    with pytest.raises(tw.LoweringError, match="stride of axis 0 equal to 1 modulo 16"):
+        tw.lower(s, [A, Q])

@@ -353,8 +353,6 @@ def test_cache_read_by_stage_that_does_not_read():
         s.cache_read(A, "global", [C, D])
 
 
-@pytest.mark.xfail(reason="BUG: cache_read with an empty reader list fails with a raw ValueError "
-                          "(min() arg is an empty sequence) instead of a ScheduleError", strict=True)
 def test_cache_read_without_readers():
     s, A, B, C, D, E = program()
     with raises(r"cache_read.*'A'"):
@@ -439,8 +437,6 @@ def test_failed_primitive_leaves_schedule_unchanged(n):
 
 # ---- requests accepted by the primitives but not by the code generator ----------------------------------
 
-@pytest.mark.xfail(reason="BUG: vectorize of a loop that encloses a parallel loop is accepted, but the generated C "
-                          "nests 'omp parallel for' inside 'omp simd' and does not compile (BuildError)", strict=True)
 def test_vectorize_of_loop_enclosing_parallel_loop(rng):
     A = tw.placeholder((8, 8), "float32", name="A")
     B = tw.compute((8, 8), lambda i, j: A[i, j] * 2, name="B")

@@ -187,16 +187,11 @@ def test_peak_is_plausible():
     assert 0.5 < peak < 2 * 2 * lanes * 2 * 6.0  # 2 FMA ports, 2 flops per FMA, at most 6 GHz, 2x margin
 
 
-@pytest.mark.xfail(reason="BUG: 'cpu -isa=native' is refused, though the error message lists 'native' as valid",
-                   strict=True)
 def test_isa_native_is_accepted():
     assert tw.as_target("cpu -isa=native") == HOST
     assert tw.as_target("cpu", isa="native") == HOST
 
 
-@pytest.mark.xfail(reason="BUG: with_isa('avx512') is accepted on a CPU without avx512dq (checked against "
-                          "features | {avx512dq, avx}), and then compiles with -march=x86-64-v4, which assumes it",
-                   strict=True)
 def test_forcing_avx512_needs_every_avx512_feature():
     no_dq = Target(features=frozenset(ISA_FEATURES["avx512"]) - {"avx512dq"})
     with pytest.raises(tw.TilewrightError, match="lacks avx512"):

@@ -235,7 +235,8 @@ class CRenderer:
         if pragma:
             self.emit(pragma)
         begin, extent = self.expr(s.begin), self.expr(s.extent)
-        end = extent if begin == "0" else f"{begin} + {extent}"
+        starts_at_zero = isinstance(s.begin, Const) and s.begin.value == 0
+        end = extent if starts_at_zero else f"{begin} + {extent}"
         self.emit(f"for ({t} {v} = {begin}; {v} < {end}; ++{v}) {{")
         self.depth += 1
         self.stmt(s.body)

@@ -239,26 +239,27 @@ class CCodeGen(CRenderer):
         self.depth = 1
         self.stmt(func.body)
         body = "\n".join(self.lines)
-        casts = ", ".join(f"({self.scalar_type(b.dtype)} *)args[{n}]" for n, b in enumerate(func.args))
+        casts = ", ".join(f"({self.scalar_type(b.dtype)} *)tw_args[{n}]" for n, b in enumerate(func.args))
         parts = [_PRELUDE, _BF16]
         parts += list(self.vector_types.values())
         parts += list(self.helpers.values())
         parts.append("static volatile int32_t tw_alloc_failed;")
         parts.append(f"int32_t {kernel}({', '.join(params)}) {{\n  tw_alloc_failed = 0;\n{body}\n"
                      f"  return tw_alloc_failed ? -1 : 0;\n}}")
-        parts.append(f"int32_t tw_call(void **args) {{ return {kernel}({casts}); }}")
+        parts.append(f"int32_t tw_call(void **tw_args) {{ return {kernel}({casts}); }}")
         parts.append(
-            "double tw_time(void **args, int32_t number) {\n"
-            "  struct timespec t0, t1;\n"
-            "  clock_gettime(CLOCK_MONOTONIC, &t0);\n"
-            f"  for (int32_t n = 0; n < number; ++n) {kernel}({casts});\n"
-            "  clock_gettime(CLOCK_MONOTONIC, &t1);\n"
-            "  return ((double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec)) / number;\n"
+            "double tw_time(void **tw_args, int32_t tw_number) {\n"
+            "  struct timespec tw_t0, tw_t1;\n"
+            "  clock_gettime(CLOCK_MONOTONIC, &tw_t0);\n"
+            f"  for (int32_t tw_n = 0; tw_n < tw_number; ++tw_n) {kernel}({casts});\n"
+            "  clock_gettime(CLOCK_MONOTONIC, &tw_t1);\n"
+            "  return ((double)(tw_t1.tv_sec - tw_t0.tv_sec) + 1e-9 * (double)(tw_t1.tv_nsec - tw_t0.tv_nsec))"
+            " / tw_number;\n"
             "}"
         )
         parts.append(
-            "int32_t tw_set_num_threads(int32_t n) {\n#ifdef _OPENMP\n  omp_set_num_threads(n);\n  return n;\n"
-            "#else\n  (void)n;\n  return 1;\n#endif\n}"
+            "int32_t tw_set_num_threads(int32_t tw_n) {\n#ifdef _OPENMP\n  omp_set_num_threads(tw_n);\n  return tw_n;\n"
+            "#else\n  (void)tw_n;\n  return 1;\n#endif\n}"
         )
         signature = f"int32_t {kernel}({', '.join(params)});"
         return CSource("\n\n".join(parts) + "\n", kernel, signature)

@@ -13,7 +13,8 @@ _Bool _Complex _Imaginary _Alignas _Alignof _Atomic _Generic _Noreturn _Static_a
 bool true false NULL main errno
 """.split())
 
-# Identifiers the generated C or its headers define (math, libc, stdint, OpenMP);
+# Identifiers the generated C or its headers define (math, libc, stdint, OpenMP, GNU C's predefined
+# macros linux/unix/i386);
 # all-caps names of 3+ characters are treated as macros too (INFINITY, CLOCK_MONOTONIC, ...).
 C_LIBRARY = frozenset("""
 int8_t int16_t int32_t int64_t uint8_t uint16_t uint32_t uint64_t intptr_t uintptr_t size_t ptrdiff_t
@@ -22,6 +23,7 @@ memcpy memset memmove strlen printf puts
 exp expf log logf sqrt sqrtf tanh tanhf erf erff fabs fabsf pow powf floor floorf ceil ceilf nearbyint nearbyintf
 sin sinf cos cosf fmin fminf fmax fmaxf fmod fmodf round roundf trunc truncf exp2 exp2f log2 log2f
 omp_set_num_threads omp_get_num_threads omp_get_thread_num
+linux unix i386
 """.split())
 
 

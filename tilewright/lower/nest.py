@@ -118,7 +118,8 @@ def infer_region(stage: Stage, parent: Stage, leaf: IterVar, readers: list[Stage
 def stage_buffer(stage: Stage, extents) -> Buffer:
     """The buffer of an intermediate stage, its shape padded for storage_align."""
     shape = list(extents)
-    for dim, (factor, offset) in sorted(stage.align.items()):
+    # innermost first: padding axis d+1 changes the strides of all axes outside it, never of those inside
+    for dim, (factor, offset) in sorted(stage.align.items(), reverse=True):
         inner = 1
         for n in shape[dim + 2:]:
             inner *= n

@@ -11,6 +11,7 @@ from .simplify_stmt import simplify_stmt
 from .unroll import unroll
 from .vectorize import vectorize
 from .verify import verify
+from .widen import widen_indices
 
 
 def run_passes(func):
@@ -22,6 +23,6 @@ def run_passes(func):
     body = simplify_stmt(body) or Seq(())
     body = vectorize(body)
     body = simplify_stmt(body) or Seq(())
-    func = replace(func, body=body)
+    func = widen_indices(replace(func, body=body))
     verify(func)
     return func

@@ -29,7 +29,7 @@ from ..ir.expr import (
     Var,
 )
 from ..ir.stmt import For, ForKind, IfThenElse, Seq, Stmt, Store, seq
-from ..ir.stmt_functor import map_stmt
+from ..ir.stmt_functor import map_stmt, walk_stmt
 from ..ir.traverse import walk
 
 _VECTOR_DTYPES = {"float32", "float64", "int8", "int16", "int32", "int64", "uint8"}
@@ -193,6 +193,8 @@ def vectorize(stmt: Stmt) -> Stmt:
     def fs(s: Stmt):
         if not (isinstance(s, For) and s.kind is ForKind.VECTORIZED):
             return None
+        if any(isinstance(c, For) and c.kind in (ForKind.PARALLEL, ForKind.VECTORIZED) for c in walk_stmt(s.body)):
+            return replace(s, kind=ForKind.SERIAL)  # OpenMP forbids a parallel or simd loop inside a simd loop
         if not (isinstance(s.begin, Const) and isinstance(s.extent, Const) and s.begin.value == 0):
             return None
         lanes = int(s.extent.value)

@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import MeasureError
-from ..ir.stmt import Buffer
+from ..ir.stmt import Buffer, Store
+from ..ir.stmt_functor import walk_stmt
 
 _NUMPY_STORAGE = {"bfloat16": np.dtype(np.uint16)}  # raw bits; float arrays are rounded on the way in
 
@@ -39,12 +40,13 @@ def storage_dtype(buf: Buffer) -> np.dtype:
 class Kernel:
     """`kernel(*arrays)` runs it in place on C-contiguous arrays in argument order."""
 
-    def __init__(self, func, source, build, target, output_names: tuple[str, ...]):
+    def __init__(self, func, source, build, target):
         self.func = func
         self._source = source
         self.build_result = build
         self.target = target
-        self.output_names = output_names
+        # every argument the kernel stores into (outputs and computed intermediates passed in args)
+        self.output_names = tuple(b.name for b in func.args if b in _stored_buffers(func.body))
         self._lib = ctypes.CDLL(str(build.library))
         self._lib.tw_call.restype = ctypes.c_int32
         self._lib.tw_call.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
@@ -82,7 +84,7 @@ class Kernel:
             if not arr.flags.c_contiguous:
                 raise MeasureError(f"argument '{buf.name}' is not C-contiguous; pass np.ascontiguousarray(...)")
             if buf.name in self.output_names and not arr.flags.writeable:
-                raise MeasureError(f"output '{buf.name}' is read-only")
+                raise MeasureError(f"argument '{buf.name}' is read-only, but the kernel writes it")
             ptrs[n] = arr.ctypes.data
         return ptrs
 
@@ -129,3 +131,7 @@ class Kernel:
                   f"int32_t tw_set_num_threads(int32_t n);\n#endif\n")
         (d / f"{name}.h").write_text(header)
         return d
+
+
+def _stored_buffers(body) -> list:
+    return [st.buffer for st in walk_stmt(body) if isinstance(st, Store)]

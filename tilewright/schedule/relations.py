@@ -69,15 +69,15 @@ def root_values(roots: list[IterVar], relations: list, leaf_values: dict[int, Ex
         if isinstance(rel, Split):
             outer, inner = values[id(rel.outer)], values[id(rel.inner)]
             inner_extent = dom[id(rel.inner)]
-            offset = arith.binary(BinOp.ADD, arith.binary(BinOp.MUL, outer, inner_extent), inner)
+            offset = arith.binary(BinOp.ADD, arith.binary(BinOp.MUL, outer, arith.const(inner_extent)), inner)
             values[id(rel.parent)] = offset
             if dom[id(rel.outer)] * inner_extent != dom[id(rel.parent)]:
-                guards.append(arith.compare(CmpOp.LT, offset, dom[id(rel.parent)]))
+                guards.append(arith.compare(CmpOp.LT, offset, arith.const(dom[id(rel.parent)])))  # int64 if it must
         else:
             fused = values[id(rel.fused)]
             inner_extent = dom[id(rel.inner)]
-            values[id(rel.outer)] = arith.binary(BinOp.FLOORDIV, fused, inner_extent)
-            values[id(rel.inner)] = arith.binary(BinOp.FLOORMOD, fused, inner_extent)
+            values[id(rel.outer)] = arith.binary(BinOp.FLOORDIV, fused, arith.const(inner_extent))
+            values[id(rel.inner)] = arith.binary(BinOp.FLOORMOD, fused, arith.const(inner_extent))
     for root in roots:
         if root.begin and id(root) in values:
             values[id(root)] = arith.binary(BinOp.ADD, values[id(root)], root.begin)

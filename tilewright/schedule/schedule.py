@@ -109,6 +109,10 @@ class Schedule:
         instead (place it with compute_at to copy only a tile)."""
         sc = _scope(scope, "cache_read")
         readers = [self[r] for r in (readers if isinstance(readers, (list, tuple)) else [readers])]
+        if not readers:
+            users = [st.name for st in self.stages if any(t is tensor for t in st.op.input_tensors)]
+            raise ScheduleError(f"cache_read of '{tensor.name}': give at least one reader stage (stages that read it: "
+                                f"{users})")
         for r in readers:
             if not any(t is tensor for t in r.op.input_tensors):
                 raise ScheduleError(f"cache_read: stage '{r.name}' does not read '{tensor.name}'")

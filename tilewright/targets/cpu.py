@@ -74,10 +74,12 @@ class Target:
         return f"{self.kind}-{self.arch}-{self.isa}[{feats}]-{self.compiler_version}"
 
     def with_isa(self, isa: str) -> Target:
-        """This host restricted to a lower ISA level (e.g. "avx2")."""
+        """This host restricted to a lower ISA level (e.g. "avx2"); "native" keeps it as it is."""
+        if isa == "native":
+            return self
         if isa not in ISA_FEATURES:
             raise TilewrightError(f"unknown ISA level {isa!r}; valid: {', '.join(ISA_FEATURES)} or 'native'")
-        if not set(ISA_FEATURES[isa]) <= set(self.features) | {"avx512dq", "avx"}:
+        if not set(ISA_FEATURES[isa]) <= set(self.features):
             raise TilewrightError(f"the host lacks {isa}; its features are {sorted(self.features)}")
         return replace(self, isa=isa, features=frozenset(ISA_FEATURES[isa]) & self.features)
 

@@ -62,22 +62,22 @@ int32_t kernel(float *restrict X, float *restrict W, float *restrict bias, float
   return tw_alloc_failed ? -1 : 0;
 }
 
-int32_t tw_call(void **args) { return kernel((float *)args[0], (float *)args[1], (float *)args[2], (float *)args[3]); }
+int32_t tw_call(void **tw_args) { return kernel((float *)tw_args[0], (float *)tw_args[1], (float *)tw_args[2], (float *)tw_args[3]); }
 
-double tw_time(void **args, int32_t number) {
-  struct timespec t0, t1;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
-  for (int32_t n = 0; n < number; ++n) kernel((float *)args[0], (float *)args[1], (float *)args[2], (float *)args[3]);
-  clock_gettime(CLOCK_MONOTONIC, &t1);
-  return ((double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec)) / number;
+double tw_time(void **tw_args, int32_t tw_number) {
+  struct timespec tw_t0, tw_t1;
+  clock_gettime(CLOCK_MONOTONIC, &tw_t0);
+  for (int32_t tw_n = 0; tw_n < tw_number; ++tw_n) kernel((float *)tw_args[0], (float *)tw_args[1], (float *)tw_args[2], (float *)tw_args[3]);
+  clock_gettime(CLOCK_MONOTONIC, &tw_t1);
+  return ((double)(tw_t1.tv_sec - tw_t0.tv_sec) + 1e-9 * (double)(tw_t1.tv_nsec - tw_t0.tv_nsec)) / tw_number;
 }
 
-int32_t tw_set_num_threads(int32_t n) {
+int32_t tw_set_num_threads(int32_t tw_n) {
 #ifdef _OPENMP
-  omp_set_num_threads(n);
-  return n;
+  omp_set_num_threads(tw_n);
+  return tw_n;
 #else
-  (void)n;
+  (void)tw_n;
   return 1;
 #endif
 }
