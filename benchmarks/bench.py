@@ -3,6 +3,7 @@ writes JSON (all numbers) and a Markdown table to --out (default results/).
 
   python benchmarks/bench.py peak               # measured fp32 FMA peak of this host
   python benchmarks/bench.py gemm-hand [--size 1024] [--rows 4] [--cols 64]
+  python benchmarks/bench.py reference          # tw.evaluate on GEMM 1024^3 and the C2D suite
 
 Every kernel time is checked against the NumPy reference first and measured in
 the same process run as the baselines (NumPy, PyTorch), same thread count."""
@@ -64,6 +65,31 @@ def cmd_gemm_hand(args) -> None:
     _write(args.out, "gemm_hand", r, table)
 
 
+def cmd_reference(args) -> None:
+    """Seconds of the NumPy reference evaluator (bounded memory) on large programs."""
+    import numpy as np
+
+    from tilewright.workloads import suite
+    from tilewright.workloads.builders import suite_program
+
+    programs = {"GEMM gemm_1024": suite_program("GEMM", "gemm_1024")}
+    for case in suite()["C2D"]["cases"]:
+        programs[f"C2D {case['name']}"] = suite_program("C2D", case["name"])
+    rng = np.random.default_rng(0)
+    table = ["| program | seconds (median of 3) |", "|---|---|"]
+    rows = {}
+    for name, tensors in programs.items():
+        inputs = {t: rng.standard_normal(t.shape).astype(t.dtype.name) for t in tensors[:-1]}
+        times = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            tw.evaluate(tensors[-1], inputs)
+            times.append(time.perf_counter() - t0)
+        rows[name] = sorted(times)[1]
+        table.append(f"| {name} | {rows[name]:.3f} |")
+    _write(args.out, "reference", {"seconds": rows}, table)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="tilewright benchmarks")
     parser.add_argument("--out", type=Path, default=ROOT / "results")
@@ -75,6 +101,7 @@ def main() -> None:
     g.add_argument("--cols", type=int, default=64)
     g.add_argument("--repeat", type=int, default=9)
     g.set_defaults(fn=cmd_gemm_hand)
+    sub.add_parser("reference", help="NumPy reference evaluator on large programs").set_defaults(fn=cmd_reference)
     args = parser.parse_args()
     args.fn(args)
 
