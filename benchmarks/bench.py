@@ -4,6 +4,8 @@ writes JSON (all numbers) and a Markdown table to --out (default results/).
   python benchmarks/bench.py peak               # measured fp32 FMA peak of this host
   python benchmarks/bench.py gemm-hand [--size 1024] [--rows 4] [--cols 64]
   python benchmarks/bench.py reference          # tw.evaluate on GEMM 1024^3 and the C2D suite
+  python benchmarks/bench.py search [--cases GEMM:gemm_1024,C2D:yolo_conv2] [--trials 200]
+                                                # random vs P vs Q best-so-far curves, tuned vs PyTorch
 
 Every kernel time is checked against the NumPy reference first and measured in
 the same process run as the baselines (NumPy, PyTorch), same thread count."""
@@ -90,6 +92,50 @@ def cmd_reference(args) -> None:
     _write(args.out, "reference", {"seconds": rows}, table)
 
 
+def cmd_search(args) -> None:
+    from search_curves import plot, tune_case
+
+    peak = fp32_peak_gflops(tw.as_target("cpu"))
+    methods = args.methods.split(",")
+    cases = []
+    hand = None
+    for spec in args.cases.split(","):
+        op, case = spec.split(":")
+        print(f"{op} {case}: {args.trials} trials x {methods}", flush=True)
+        cases.append(tune_case(op, case, args.trials, methods, seed=args.seed))
+        if (op, case) == ("GEMM", "gemm_1024") and hand is None:
+            hand = _lesson("01_gemm_by_hand").run(1024)
+        _write_search(args.out, cases, peak, hand, methods)
+    if plot(cases, args.out / "search_curves.png"):
+        print(f"plot: {args.out / 'search_curves.png'}")
+    else:
+        print("matplotlib is not installed (pip install -e '.[bench]'); no plot")
+
+
+def _write_search(out: Path, cases: list, peak: float, hand, methods: list) -> None:
+    table = [f"fp32 peak {peak:.0f} GFLOP/s; each method from empty records, same seed, no early stop", "",
+             "| case | method | best ms | GFLOP/s | % peak | trials to 90% of its best | untuned default ms |",
+             "|---|---|---|---|---|---|---|"]
+    for c in cases:
+        for m in methods:
+            r = c["methods"][m]
+            g = c["flops"] / r["best_s"] / 1e9
+            table.append(f"| {c['op']} {c['case']} | {m} | {r['best_s'] * 1e3:.3f} | {g:.1f} | {100 * g / peak:.1f}% "
+                         f"| {r['trials_to_90pct']} | {r['default_s'] * 1e3:.3f} |")
+    table += ["", "| case | tilewright tuned ms | GFLOP/s | % peak | PyTorch ms (layout) | speedup |",
+              "|---|---|---|---|---|---|"]
+    for c in cases:
+        g = c["flops"] / c["tilewright_s"] / 1e9
+        torch_s = f"{c['torch_s'] * 1e3:.3f} ({c['torch_layout']})" if c["torch_s"] else "n/a"
+        speed = f"{c['torch_s'] / c['tilewright_s']:.2f}x" if c["torch_s"] else "n/a"
+        table.append(f"| {c['op']} {c['case']} | {c['tilewright_s'] * 1e3:.3f} | {g:.1f} | {100 * g / peak:.1f}% "
+                     f"| {torch_s} | {speed} |")
+    if hand:
+        table.append(f"\nhand schedule (examples/01_gemm_by_hand.py) GEMM 1024^3: {hand['tilewright_s'] * 1e3:.3f} ms, "
+                     f"{hand['tilewright_gflops']:.1f} GFLOP/s")
+    _write(out, "search", {"peak_gflops": peak, "cases": cases, "hand_gemm": hand}, table)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="tilewright benchmarks")
     parser.add_argument("--out", type=Path, default=ROOT / "results")
@@ -101,6 +147,12 @@ def main() -> None:
     g.add_argument("--cols", type=int, default=64)
     g.add_argument("--repeat", type=int, default=9)
     g.set_defaults(fn=cmd_gemm_hand)
+    g = sub.add_parser("search", help="random vs P vs Q tuning curves on suite cases, tuned vs PyTorch")
+    g.add_argument("--cases", default="GEMM:gemm_1024,C2D:yolo_conv2,C2D:yolo_conv8,C2D:yolo_conv21")
+    g.add_argument("--trials", type=int, default=200)
+    g.add_argument("--methods", default="random,p,q")
+    g.add_argument("--seed", type=int, default=0)
+    g.set_defaults(fn=cmd_search)
     sub.add_parser("reference", help="NumPy reference evaluator on large programs").set_defaults(fn=cmd_reference)
     args = parser.parse_args()
     args.fn(args)

@@ -71,6 +71,11 @@ class _Built:
 TOLERANCE = {"float16": 2e-2, "bfloat16": 5e-2, "float32": 1e-4, "float64": 1e-9}
 
 
+# A candidate whose first timed call is this many times slower than the best so far is not repeated:
+# its single time already ranks it, and repeating a 1 s kernel costs the search seconds per trial.
+SLOW_FACTOR = 4.0
+
+
 class Measurer:
     """Measure schedules of one program on `target` with shared random inputs."""
 
@@ -99,6 +104,7 @@ class Measurer:
             self.tolerances.append(TOLERANCE.get(t.dtype.name))
         self._proc: subprocess.Popen | None = None
         self._fresh = False
+        self.best = float("inf")  # fastest correct cost so far: much slower candidates are timed once
 
     # ---- building ---------------------------------------------------------
     def _build(self, schedule) -> _Built:
@@ -144,12 +150,15 @@ class Measurer:
         if self._proc is None or self._proc.poll() is not None:
             self._start()
         start = time.perf_counter()
-        deadline = self.timeout + (30.0 if self._fresh else 0.0)  # a new runner first imports NumPy
+        # a candidate 100x slower than the best is not worth waiting the full timeout for
+        limit = min(self.timeout, max(1.0, 100 * self.best))
+        deadline = limit + (30.0 if self._fresh else 0.0)  # a new runner first imports NumPy
         deadline += self.repeat * self.min_repeat_ms / 1e3
         self._fresh = False
         try:
+            cutoff = SLOW_FACTOR * self.best if self.best < float("inf") else None
             self._proc.stdin.write(json.dumps({"library": library, "repeat": self.repeat,
-                                               "min_repeat_ms": self.min_repeat_ms}) + "\n")
+                                               "min_repeat_ms": self.min_repeat_ms, "cutoff": cutoff}) + "\n")
         except (BrokenPipeError, OSError):
             self._stop()
             return MeasureResult(error_kind=ErrorKind.RUNTIME, error_msg="runner died before the request")
@@ -179,6 +188,8 @@ class Measurer:
                 out.append(built.error)
                 continue
             r = self.run(built.library)
+            if r.ok:
+                self.best = min(self.best, r.cost)
             out.append(MeasureResult(r.costs, r.error_kind, r.error_msg, built.build_s, r.run_s))
         return out
 
