@@ -729,3 +729,55 @@ def test_storage_align_two_axes_unsatisfiable():
     s[P].storage_align(P.op.axis[1], 8, 0)
     with pytest.raises(tw.LoweringError, match="stride of axis 0 equal to 1 modulo 16"):
         tw.lower(s, [A, Q])
+
+
+def test_storage_order_of_packed_operand(rng):
+    """Pack B of a GEMM with j outermost (B^T layout): same results, transposed buffer."""
+    A = tw.placeholder((12, 10), "float32", name="A")
+    B = tw.placeholder((10, 16), "float32", name="B")
+    k = tw.reduce_axis(10, name="k")
+    C = tw.compute((12, 16), lambda i, j: tw.sum(A[i, k] * B[k, j], axis=k), name="C")
+    s = tw.create_schedule(C)
+    Bp = s.cache_read(B, "global", [C])
+    io, ii = s[C].split(C.op.axis[0], factor=4)
+    s[Bp].compute_at(s[C], io)
+    s[Bp].storage_order(Bp.op.axis[1], Bp.op.axis[0])
+    check_kernel(s, [A, B, C], rng)
+    assert allocations(s, [A, B, C])["B.global"] == (16, 10)
+    replayed = type(s.trace).from_json(s.trace.to_json()).replay([C])
+    check_kernel(replayed, [A, B, C], rng)
+    assert allocations(replayed, [A, B, C])["B.global"] == (16, 10)
+
+
+def test_storage_order_with_align_and_local_accumulator(rng):
+    A = tw.placeholder((6, 5, 8), "float32", name="A")
+    P = tw.compute((6, 5, 8), lambda a, b, c: A[a, b, c] * 2, name="P")
+    Q = tw.compute((6, 5, 8), lambda a, b, c: P[a, b, c] + P[5 - a, b, 7 - c], name="Q")
+    s = tw.create_schedule(Q)
+    s[P].storage_order(P.op.axis[2], P.op.axis[0], P.op.axis[1])
+    s[P].storage_align(P.op.axis[2], 16, 0)
+    check_kernel(s, [A, Q], rng)
+    shape = allocations(s, [A, Q])["P"]
+    assert shape[0] == 8 and strides(shape)[0] % 16 == 0
+
+
+@pytest.mark.parametrize("bad", ["missing", "repeated", "foreign"])
+def test_storage_order_errors(bad):
+    A = tw.placeholder((4, 4), "float32", name="A")
+    P = tw.compute((4, 4), lambda i, j: A[i, j] + 1, name="P")
+    Q = tw.compute((4, 4), lambda i, j: P[i, j] * 2, name="Q")
+    s = tw.create_schedule(Q)
+    i, j = P.op.axis
+    axes = {"missing": (i,), "repeated": (i, i), "foreign": (Q.op.axis[0], j)}[bad]
+    message = r"stage 'P': storage_order needs each of its root spatial axes \[i, j\]"
+    with pytest.raises(tw.ScheduleError, match=message):
+        s[P].storage_order(*axes)
+
+
+def test_storage_order_of_argument_is_refused():
+    A = tw.placeholder((4, 4), "float32", name="A")
+    Q = tw.compute((4, 4), lambda i, j: A[i, j] * 2, name="Q")
+    s = tw.create_schedule(Q)
+    s[Q].storage_order(Q.op.axis[1], Q.op.axis[0])
+    with pytest.raises(tw.LoweringError, match="storage_order apply only to intermediate stages"):
+        tw.lower(s, [A, Q])

@@ -53,3 +53,50 @@ def test_random_points_build_correct_kernels(program):
         got = np.zeros(out.shape, np.float32)
         kernel(*arrays, got)
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=str(p))
+
+
+def short_rows_conv():
+    x = tw.placeholder((1, 8, 5, 5), "float32", name="x")
+    w = tw.placeholder((32, 8, 3, 3), "float32", name="w")
+    return [x, w], tw.ops.conv2d(x, w, padding=1)
+
+
+def _check(out, inputs, kernel):
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal(t.shape, dtype=np.float32) for t in inputs]
+    got = np.zeros(out.shape, np.float32)
+    kernel(*arrays, got)
+    want = tw.evaluate(out, dict(zip(inputs, arrays)))
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_default_vectorizes_output_channels_when_rows_are_short():
+    """Rows of 5 hold no vector: the default vectorizes along output channels, packs the weights with
+    channels innermost once per channel block, and keeps the accumulators in vector registers."""
+    target = tw.as_target("cpu")
+    if target.vector_lanes(4) < 4:
+        pytest.skip("the host has no 4-lane fp32 vectors")
+    inputs, out = short_rows_conv()
+    space, plan = cpu_space(out, target)
+    p = default_point(space, plan)
+    assert plan.main.spatial[space.knobs["vec_axis"].options[p["vec_axis"]]].name == "o"
+    assert p["pack.w"] == 1
+    kernel = tw.build(apply_cpu(out, plan, p), [*inputs, out], target=target)
+    _check(out, inputs, kernel)
+    assert "conv2d_sum_local[" not in kernel.source  # promoted to registers
+    assert "w_global[" in kernel.source
+
+
+@pytest.mark.parametrize("vec_axis", [0, 1])
+@pytest.mark.parametrize("pack", [0, 1, 2])
+def test_every_vector_axis_and_packing_is_correct(vec_axis, pack):
+    target = tw.as_target("cpu")
+    inputs, out = conv_bias_relu()
+    space, plan = cpu_space(out, target)
+    if "vec_axis" not in space.knobs:
+        pytest.skip("the host has no vectors")
+    values = dict(space.sample(random.Random(vec_axis * 3 + pack)).values)
+    values.update({"vec_axis": vec_axis, "pack.w": pack, "split.o": (1, 2, 4), "split.h": (9, 1, 1),
+                   "split.w": (1, 3, 3)})
+    p = space.check(type(default_point(space, plan))(tuple((k, values[k]) for k in space.knobs)))
+    _check(out, inputs, tw.build(apply_cpu(out, plan, p), [*inputs, out], target=target))

@@ -53,6 +53,7 @@ class CCodeGen(CRenderer):
         super().__init__()
         self.vector_types: dict[str, str] = {}
         self.promoted: dict[int, dict[int, str]] = {}  # id(buffer) -> offset -> variable
+        self.promoted_lanes: dict[int, int] = {}  # id(buffer) -> lanes of its slots
 
     # ---- vectors ----------------------------------------------------------
     def vector_type(self, d: DType) -> str:
@@ -215,6 +216,7 @@ class CCodeGen(CRenderer):
         for offset in range(0, b.size, lanes):
             slots[offset] = self.names.fresh(f"{name}_{offset}")
         self.promoted[id(b)] = slots
+        self.promoted_lanes[id(b)] = lanes
         self.emit("{")
         self.depth += 1
         self.emit(f"{t} {', '.join(slots.values())};")
@@ -227,8 +229,12 @@ class CCodeGen(CRenderer):
         slots = self.promoted.get(id(buf))
         if slots is None:
             return None
-        base = index.base if isinstance(index, Ramp) else index
-        return slots[int(base.value)]
+        if isinstance(index, Ramp):
+            return slots[int(index.base.value)]
+        offset, lanes = int(index.value), self.promoted_lanes[id(buf)]
+        if lanes == 1:
+            return slots[offset]
+        return f"{slots[offset - offset % lanes]}[{offset % lanes}]"  # one lane of a vector slot
 
     # ---- the translation unit ---------------------------------------------
     def render(self, func) -> CSource:
@@ -269,31 +275,30 @@ MAX_REGISTER_SLOTS = 32
 
 
 def _register_lanes(alloc: Allocate) -> int | None:
-    """Lanes L if every access to the local buffer is at a constant offset with
-    L lanes (offset a multiple of L) and there are few enough slots."""
+    """Lanes L if every access to the local buffer is at a constant offset,
+    vector accesses all with L lanes at multiples of L (scalar ones pick a lane
+    of a slot), and there are few enough slots."""
     b = alloc.buffer
     if b.scope is not Scope.LOCAL or b.dtype.name in ("bfloat16", "bool"):
         return None
-    lanes_seen: set[int] = set()
+    vector_lanes: set[int] = set()
+    vector_offsets: list[int] = []
     for st in walk_stmt(alloc.body):
         accesses = [st.indices[0]] if isinstance(st, Store) and st.buffer is b else []
         for e in stmt_exprs(st):
             accesses += [n.indices[0] for n in walk(e) if isinstance(n, Load) and n.tensor is b]
         for index in accesses:
             if isinstance(index, Const):
-                lanes_seen.add(1)
-                offset = int(index.value)
-            elif isinstance(index, Ramp) and index.stride == 1 and isinstance(index.base, Const):
-                lanes_seen.add(index.lanes)
-                offset = int(index.base.value)
+                continue
+            if isinstance(index, Ramp) and index.stride == 1 and isinstance(index.base, Const):
+                vector_lanes.add(index.lanes)
+                vector_offsets.append(int(index.base.value))
             else:
                 return None
-            if len(lanes_seen) > 1 or offset % next(iter(lanes_seen)):
-                return None
-    if len(lanes_seen) != 1:
+    if len(vector_lanes) > 1:
         return None
-    lanes = lanes_seen.pop()
-    if b.size % lanes or b.size // lanes > MAX_REGISTER_SLOTS:
+    lanes = vector_lanes.pop() if vector_lanes else 1
+    if any(o % lanes for o in vector_offsets) or b.size % lanes or b.size // lanes > MAX_REGISTER_SLOTS:
         return None
     if lanes > 1 and b.dtype.name not in ("float32", "float64", "int8", "int16", "int32", "int64", "uint8"):
         return None

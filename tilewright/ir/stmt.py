@@ -32,6 +32,7 @@ class Buffer:
     shape: tuple[int, ...]
     dtype: DType
     scope: Scope = Scope.GLOBAL
+    perm: tuple[int, ...] | None = None  # storage order: dimension d holds the tensor's axis perm[d]
 
     @property
     def size(self) -> int:

@@ -99,9 +99,9 @@ def lower(s: Schedule, args, name: str = "kernel", passes: bool = True) -> Lower
             if id(st.tensor) not in ctx.buffers:
                 ctx.buffers[id(st.tensor)] = stage_buffer(st, st.tensor.shape)
                 allocs.append(ctx.buffers[id(st.tensor)])
-            elif st.align:
-                raise LoweringError(f"stage '{st.name}' is an argument (a dense array); storage_align applies "
-                                    f"only to intermediate stages")
+            elif st.align or st.storage_perm:
+                raise LoweringError(f"stage '{st.name}' is an argument (a dense array); storage_align and "
+                                    f"storage_order apply only to intermediate stages")
         else:
             parent, leaf = placement[id(st)]
             infer_region(st, parent, leaf, s.reading_stages(st), ctx)

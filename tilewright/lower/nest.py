@@ -116,10 +116,16 @@ def infer_region(stage: Stage, parent: Stage, leaf: IterVar, readers: list[Stage
 
 
 def stage_buffer(stage: Stage, extents) -> Buffer:
-    """The buffer of an intermediate stage, its shape padded for storage_align."""
-    shape = list(extents)
-    # innermost first: padding axis d+1 changes the strides of all axes outside it, never of those inside
-    for dim, (factor, offset) in sorted(stage.align.items(), reverse=True):
+    """The buffer of an intermediate stage: its dimensions in storage order,
+    the shape padded for storage_align."""
+    perm = stage.storage_perm or tuple(range(len(extents)))
+    shape = [extents[p] for p in perm]
+    # innermost first: padding dimension d+1 changes the strides of all dimensions outside it, never inside
+    for axis, (factor, offset) in sorted(stage.align.items(), key=lambda kv: -perm.index(kv[0])):
+        dim = perm.index(axis)
+        if dim == len(shape) - 1:
+            raise LoweringError(f"stage '{stage.name}': storage_align of axis {axis}, which storage_order "
+                                f"puts innermost (stride 1); align an outer axis")
         inner = 1
         for n in shape[dim + 2:]:
             inner *= n
@@ -130,7 +136,14 @@ def stage_buffer(stage: Stage, extents) -> Buffer:
         else:
             raise LoweringError(f"stage '{stage.name}': no padding of axis {dim + 1} makes the stride of axis "
                                 f"{dim} equal to {offset} modulo {factor}")
-    return Buffer(stage.name, tuple(shape), stage.tensor.dtype, stage.scope)
+    identity = perm == tuple(range(len(perm)))
+    return Buffer(stage.name, tuple(shape), stage.tensor.dtype, stage.scope, None if identity else perm)
+
+
+def storage_indices(buf: Buffer, indices) -> tuple:
+    """Root-axis-ordered indices -> the buffer's dimension order."""
+    perm = buf.perm
+    return tuple(indices) if perm is None else tuple(indices[p] for p in perm)
 
 
 def rewrite_loads(e: Expr, ctx: LowerContext) -> Expr:
@@ -143,7 +156,8 @@ def rewrite_loads(e: Expr, ctx: LowerContext) -> Expr:
         idx = n.indices
         if region is not None:
             idx = tuple(arith.binary(BinOp.SUB, i, b) for i, b in zip(idx, region.begins))
-        return Load(ctx.buffers[id(n.tensor)], tuple(idx), n.dtype)
+        buf = ctx.buffers[id(n.tensor)]
+        return Load(buf, storage_indices(buf, idx), n.dtype)
 
     return transform(e, fn)
 
@@ -157,16 +171,17 @@ def make_nest(stage: Stage, ctx: LowerContext) -> Stmt:
     init: Stmt | None = None
     if isinstance(body, Reduce):
         source = rewrite_loads(body.source, ctx)
-        acc = Load(buf, tuple(f.offsets), buf.dtype)
+        offsets = storage_indices(buf, f.offsets)
+        acc = Load(buf, offsets, buf.dtype)
         combined = substitute(body.combiner.result, {body.combiner.lhs: acc, body.combiner.rhs: source})
         conds = f.guards + ([rewrite_loads(body.condition, ctx)] if body.condition is not None else [])
-        update: Stmt = Store(buf, tuple(f.offsets), combined)
-        init = Store(buf, tuple(f.offsets), body.combiner.identity)
+        update: Stmt = Store(buf, offsets, combined)
+        init = Store(buf, offsets, body.combiner.identity)
         if f.spatial_guards:
             init = IfThenElse(_conj(f.spatial_guards), init)
     else:
         conds = f.guards
-        update = Store(buf, tuple(f.offsets), rewrite_loads(body, ctx))
+        update = Store(buf, storage_indices(buf, f.offsets), rewrite_loads(body, ctx))
     if conds:
         update = IfThenElse(_conj(conds), update)
 

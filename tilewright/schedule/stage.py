@@ -42,6 +42,7 @@ class Stage:
         self.attach_stage: Stage | None = None
         self.attach_axis: IterVar | None = None
         self.align: dict[int, tuple[int, int]] = {}  # root axis position -> (factor, offset)
+        self.storage_perm: tuple[int, ...] | None = None  # buffer dimension d holds root axis storage_perm[d]
         self.reset(op)
 
     def reset(self, op) -> None:
@@ -235,6 +236,20 @@ class Stage:
         self.attach, self.attach_stage, self.attach_axis = AttachKind.INLINE, None, None
         self._record("compute_inline")
 
+    def storage_order(self, *axes: IterVar) -> None:
+        """Lay out this stage's buffer with its root spatial axes in the given
+        order, outermost first (e.g. the axis a consumer vectorizes last, so
+        its vector loads are contiguous). Only for intermediate stages."""
+        roots = list(self.op.axis)
+        names = ", ".join(a.name for a in roots)
+        if len(axes) != len(roots) or any(not any(a is r for r in roots) for a in axes) or \
+                len({id(a) for a in axes}) != len(axes):
+            got = ", ".join(getattr(a, "name", str(a)) for a in axes)
+            raise ScheduleError(f"stage '{self.name}': storage_order needs each of its root spatial axes "
+                                f"[{names}] once, got [{got}]")
+        self.storage_perm = tuple(next(n for n, r in enumerate(roots) if r is a) for a in axes)
+        self._record("storage_order", axes=[a.name for a in axes])
+
     def storage_align(self, axis: IterVar, factor: int, offset: int = 0) -> None:
         """Pad this stage's buffer so that the stride of root axis `axis` is
         `k * factor + offset` elements (aligned vector rows, fewer cache-set
@@ -246,7 +261,8 @@ class Stage:
         if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset < factor:
             raise ScheduleError(f"stage '{self.name}': storage_align offset must be in [0, {factor}), got {offset!r}")
         dim = next(n for n, a in enumerate(self.op.axis) if a is axis)
-        if dim == len(self.op.axis) - 1:
+        innermost = self.storage_perm[-1] if self.storage_perm else len(self.op.axis) - 1
+        if dim == innermost:
             raise ScheduleError(f"stage '{self.name}': storage_align of the innermost axis '{axis.name}' "
                                 f"has nothing to pad (its stride is 1); align an outer axis")
         self.align[dim] = (factor, offset)

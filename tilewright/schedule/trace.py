@@ -104,6 +104,8 @@ def _apply(s, step: Step) -> None:
     elif p == "storage_align":
         axis = next(x for x in st.op.axis if x.name == a["axis"])
         st.storage_align(axis, a["factor"], a["offset"])
+    elif p == "storage_order":
+        st.storage_order(*[next(x for x in st.op.axis if x.name == n) for n in a["axes"]])
     elif p in ("compute_inline", "compute_root"):
         getattr(st, p)()
     else:

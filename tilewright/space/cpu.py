@@ -42,6 +42,7 @@ class CpuPlan:
     packable: tuple  # placeholder inputs of main
     lanes: int
     registers: int
+    cores: int = 1
 
 
 def _elementwise_reader(node: Node, consumer: Node) -> bool:
@@ -78,7 +79,7 @@ def make_plan(outputs, target: Target) -> CpuPlan:
     lanes = target.vector_lanes(main.tensor.dtype.bytes) if main.tensor.dtype.name in (
         "float32", "float64", "int32", "int64", "int16", "int8", "uint8") else 1
     registers = 32 if target.has("avx512f") else 16
-    return CpuPlan(g, main, anchor, tuple(inlined), producers, packable, lanes, registers)
+    return CpuPlan(g, main, anchor, tuple(inlined), producers, packable, lanes, registers, target.cores)
 
 
 def _reduce_orders(n: int) -> tuple:
@@ -101,6 +102,9 @@ def cpu_space(outputs, target: Target) -> tuple[Space, CpuPlan]:
         knobs.append(OrdinalKnob("reduce_order", _reduce_orders(len(main.reduce))))
     if main.reduce:
         knobs.append(OrdinalKnob("reduce_inner", ("outside_rows", "inside_rows")))
+    vec_axes = vector_axes(plan)
+    if len(vec_axes) > 1:
+        knobs.append(OrdinalKnob("vec_axis", vec_axes))
     knobs.append(OrdinalKnob("fuse", tuple(range(1, len(main.spatial) + 1))))
     knobs.append(OrdinalKnob("unroll", (False, True)))
     for t in plan.packable:
@@ -111,12 +115,48 @@ def cpu_space(outputs, target: Target) -> tuple[Space, CpuPlan]:
     def constraint(point: Point) -> bool:
         tile = [_tile_factor(point, lp) for lp in main.spatial]
         points = math.prod(tile)
-        last = tile[-1] if tile else 1
-        width = vector_width(last, plan.lanes)
+        width = vector_width(tile[_vec_pos(point, plan)] if tile else 1, plan.lanes)
         regs = points // width
         return regs <= plan.registers - 4 and points <= MAX_TILE_POINTS
 
     return Space(knobs, constraint), plan
+
+
+def vector_axes(plan: CpuPlan) -> tuple[int, ...]:
+    """Positions of the main node's spatial loops its register tile may be
+    vectorized along: the innermost one (contiguous in the output), then any
+    other whose extent holds a whole vector (e.g. output channels of a conv
+    whose rows are too short for a vector); last listed first."""
+    sp = plan.main.spatial
+    if not sp:
+        return ()
+    last = len(sp) - 1
+    others = tuple(n for n, lp in enumerate(sp[:-1]) if plan.lanes > 1 and lp.extent % 4 == 0)
+    return (last, *others)
+
+
+def _vec_pos(point: Point, plan: CpuPlan) -> int:
+    options = vector_axes(plan)
+    if not options:
+        return 0
+    return options[space_option(point, "vec_axis", 0)]
+
+
+def _indexing_dims(plan: CpuPlan, tensor, pos: int) -> set[int]:
+    """Dimensions of `tensor` that the main node indexes by its spatial loop `pos` alone."""
+    axis = plan.main.tensor.op.axis[pos]
+    return {d for n in _loads(plan.main, tensor) for d, i in enumerate(n.indices) if i is axis}
+
+
+def _outer_loop_for(plan: CpuPlan, tensor, outer: list, nfuse: int, par):
+    """The outer loop to pack `tensor` at: the innermost one whose axis indexes
+    it, so the packed copy is reused across the outer loops that do not."""
+    from ..ir.traverse import free_vars
+
+    axes = plan.main.tensor.op.axis
+    used = {id(v) for n in _loads(plan.main, tensor) for i in n.indices for v in free_vars(i)}
+    deepest = max((p for p, a in enumerate(axes) if id(a) in used), default=0)
+    return par if deepest < nfuse or deepest >= len(outer) else outer[deepest]
 
 
 def _tile_factor(point: Point, loop) -> int:
@@ -127,21 +167,55 @@ def _tile_factor(point: Point, loop) -> int:
 
 
 def default_point(space: Space, plan: CpuPlan) -> Point:
-    """The untuned heuristic: one vector of the innermost axis as the register
-    tile, a few rows of the next axis, everything else outer; no packing."""
+    """The untuned heuristic, from the target and the loop extents only: one
+    vector along the innermost axis that holds a whole vector (else the
+    innermost), a row block of up to ~half the register file of accumulators
+    along the other axes (innermost first), operands the vector axis indexes
+    packed once per outer block, enough outer loops fused for every core."""
+    sp = plan.main.spatial
+    options = vector_axes(plan)
+    vec_choice = 0
+    fits = [n for n, pos in enumerate(options) if sp[pos].extent % plan.lanes == 0]
+    if fits and 0 not in fits:
+        vec_choice = fits[-1]
+    vpos = options[vec_choice] if options else len(sp) - 1
+    tiles = {lp.name: 1 for lp in sp}
+    if sp:
+        tiles[sp[vpos].name] = math.gcd(sp[vpos].extent, plan.lanes)
+        budget = max(1, (plan.registers - 4) // 2)
+        for n in reversed(range(len(sp))):
+            if n == vpos or sp[n].extent == 1:
+                continue
+            f = max(d for d in range(1, min(budget, sp[n].extent) + 1) if sp[n].extent % d == 0)
+            tiles[sp[n].name] = f
+            budget //= f
+            if budget < 2:
+                break
+    outer_extents = [lp.extent // tiles[lp.name] for lp in sp]
+    nfuse, work = 1, outer_extents[0] if outer_extents else 1
+    while nfuse < len(outer_extents) and work < 4 * plan.cores:
+        work *= outer_extents[nfuse]
+        nfuse += 1
     values = []
-    spatial = [lp for lp in plan.main.spatial if lp.extent > 1]
     for name, k in space.knobs.items():
         if isinstance(k, SplitKnob):
-            inner = 1
-            if spatial and k.axis == spatial[-1].name:
-                inner = math.gcd(k.extent, plan.lanes)
-            elif len(spatial) > 1 and k.axis == spatial[-2].name:
-                inner = math.gcd(k.extent, 4)
+            inner = tiles.get(k.axis, 1) if k.parts == 3 else 1
             value = (k.extent // inner, 1, inner) if k.parts == 3 else (k.extent, 1)
-            values.append((name, value))
+        elif name == "vec_axis":
+            value = vec_choice
+        elif name == "fuse":
+            value = nfuse - 1
+        elif name == "unroll":
+            value = 1
+        elif name.startswith("pack."):
+            t = next(t for t in plan.packable if f"pack.{t.name}" == name)
+            dims = _indexing_dims(plan, t, vpos)
+            value = 1 if dims and dims != {len(t.shape) - 1} else 0
+        elif name.startswith("place."):
+            value = 2  # padding/packing once at root: cheap next to the main node, never recomputed per tile
         else:
-            values.append((name, len(k.options) - 1 if name in ("unroll", "fuse") else 0))
+            value = 0
+        values.append((name, value))
     p = Point(tuple(values))
     if not space.valid(p):  # fall back to the smallest tile
         p = Point(tuple((n, (k.extent, 1, 1) if isinstance(k, SplitKnob) and k.parts == 3 else
@@ -188,15 +262,18 @@ def apply_cpu(outputs, plan: CpuPlan, point: Point) -> Schedule:
 
     M.compute_at(A, attach)
     m_sp = list(M.op.axis)
-    last_extent = _tile_factor(point, main.spatial[-1]) if main.spatial else 1
+    vpos = _vec_pos(point, plan)
     vec = []
-    width = vector_width(last_extent, plan.lanes)
-    if m_sp and width > 1:
-        vo, v = M.split(m_sp[-1], factor=width)
+    width = vector_width(_tile_factor(point, main.spatial[vpos]), plan.lanes) if m_sp else 1
+    if width > 1:
+        vo, v = M.split(m_sp[vpos], factor=width)
         vec = [vo, v]
-        rows = m_sp[:-1]
+        rows = m_sp[:vpos] + m_sp[vpos + 1:]
+        if vpos != len(m_sp) - 1:  # accumulators contiguous along the vector axis
+            M.storage_order(*rows, m_sp[vpos])
     else:
         rows = m_sp
+        vpos = len(m_sp) - 1
     r0s, r1s = [], []
     for lp, axis in zip(main.reduce, M.op.reduce_axis):
         key = f"split.{lp.name}"
@@ -223,7 +300,12 @@ def apply_cpu(outputs, plan: CpuPlan, point: Point) -> Schedule:
         choice = ("none", "outer", "tile")[space_option(point, f"pack.{t.name}", 0)]
         if choice != "none":
             packed = s.cache_read(t, "global", [M])
-            s[packed].compute_at(A, outer_attach if choice == "outer" else attach)
+            s[packed].compute_at(A, _outer_loop_for(plan, t, outer, nfuse, par) if choice == "outer" else attach)
+            dims = _indexing_dims(plan, t, vpos) if vec else set()
+            if len(dims) == 1 and dims != {len(t.shape) - 1}:  # the packed copy holds vector rows contiguous
+                pax = list(s[packed].op.axis)
+                d = dims.pop()
+                s[packed].storage_order(*pax[:d], *pax[d + 1:], pax[d])
     for p in plan.producers:
         choice = ("outer", "inline", "root")[space_option(point, f"place.{p.name}", 0)]
         if choice == "inline":
