@@ -105,6 +105,8 @@ def cpu_space(outputs, target: Target) -> tuple[Space, CpuPlan]:
     vec_axes = vector_axes(plan)
     if len(vec_axes) > 1:
         knobs.append(OrdinalKnob("vec_axis", vec_axes))
+    if len(outer_orders(plan)) > 1:
+        knobs.append(OrdinalKnob("outer_order", outer_orders(plan)))
     knobs.append(OrdinalKnob("fuse", tuple(range(1, len(main.spatial) + 1))))
     knobs.append(OrdinalKnob("unroll", (False, True)))
     for t in plan.packable:
@@ -148,14 +150,23 @@ def _indexing_dims(plan: CpuPlan, tensor, pos: int) -> set[int]:
     return {d for n in _loads(plan.main, tensor) for d, i in enumerate(n.indices) if i is axis}
 
 
-def _outer_loop_for(plan: CpuPlan, tensor, outer: list, nfuse: int, par):
+def outer_orders(plan: CpuPlan) -> tuple[tuple[int, ...], ...]:
+    """Orders of the outer (parallel, cache-block) loops: as written, or one
+    axis moved outermost (e.g. GEMM's column blocks, so a packed panel of B
+    is reused by every row block)."""
+    n = len(plan.main.spatial)
+    moved = [(p, *[q for q in range(n) if q != p]) for p in range(1, n) if plan.main.spatial[p].extent > 1]
+    return (tuple(range(n)), *moved)
+
+
+def _outer_loop_for(plan: CpuPlan, tensor, outer: list, order, nfuse: int, par):
     """The outer loop to pack `tensor` at: the innermost one whose axis indexes
     it, so the packed copy is reused across the outer loops that do not."""
     from ..ir.traverse import free_vars
 
     axes = plan.main.tensor.op.axis
     used = {id(v) for n in _loads(plan.main, tensor) for i in n.indices for v in free_vars(i)}
-    deepest = max((p for p, a in enumerate(axes) if id(a) in used), default=0)
+    deepest = max((order.index(p) for p, a in enumerate(axes) if id(a) in used), default=0)
     return par if deepest < nfuse or deepest >= len(outer) else outer[deepest]
 
 
@@ -196,6 +207,11 @@ def default_point(space: Space, plan: CpuPlan) -> Point:
     while nfuse < len(outer_extents) and work < 4 * plan.cores:
         work *= outer_extents[nfuse]
         nfuse += 1
+    # operands read along the vector axis and a reduction (GEMM's B): a column panel, strided by whole
+    # rows unless packed
+    reduce_vars = {id(lp_axis) for lp_axis in plan.main.tensor.op.reduce_axis}
+    panel = [t for t in plan.packable if vpos == len(sp) - 1 and _indexing_dims(plan, t, vpos) and any(
+        id(i) in reduce_vars for n in _loads(plan.main, t) for i in n.indices)]
     values = []
     for name, k in space.knobs.items():
         if isinstance(k, SplitKnob):
@@ -207,10 +223,14 @@ def default_point(space: Space, plan: CpuPlan) -> Point:
             value = nfuse - 1
         elif name == "unroll":
             value = 1
+        elif name == "outer_order":
+            value = 0
+            if panel and vpos != 0:  # vector-axis blocks outermost: each packed panel serves every row block
+                value = next((n for n, o in enumerate(k.options) if o[0] == vpos), 0)
         elif name.startswith("pack."):
             t = next(t for t in plan.packable if f"pack.{t.name}" == name)
             dims = _indexing_dims(plan, t, vpos)
-            value = 1 if dims and dims != {len(t.shape) - 1} else 0
+            value = 1 if (dims and dims != {len(t.shape) - 1}) or t in panel else 0
         elif name.startswith("place."):
             value = 2  # padding/packing once at root: cheap next to the main node, never recomputed per tile
         else:
@@ -250,6 +270,8 @@ def apply_cpu(outputs, plan: CpuPlan, point: Point) -> Schedule:
         outer.append(a0)
         middle.append(a1)
         tile.append(a2)
+    outer_order = outer_orders(plan)[space_option(point, "outer_order", 0)] if main.spatial else ()
+    outer = [outer[p] for p in outer_order]
     A.reorder(*outer, *middle, *tile)
     nfuse = space_option(point, "fuse", 0) + 1
     par = A.fuse(*outer[:nfuse]) if nfuse > 1 else outer[0]
@@ -300,7 +322,8 @@ def apply_cpu(outputs, plan: CpuPlan, point: Point) -> Schedule:
         choice = ("none", "outer", "tile")[space_option(point, f"pack.{t.name}", 0)]
         if choice != "none":
             packed = s.cache_read(t, "global", [M])
-            s[packed].compute_at(A, _outer_loop_for(plan, t, outer, nfuse, par) if choice == "outer" else attach)
+            at = _outer_loop_for(plan, t, outer, outer_order, nfuse, par) if choice == "outer" else attach
+            s[packed].compute_at(A, at)
             dims = _indexing_dims(plan, t, vpos) if vec else set()
             if len(dims) == 1 and dims != {len(t.shape) - 1}:  # the packed copy holds vector rows contiguous
                 pax = list(s[packed].op.axis)
