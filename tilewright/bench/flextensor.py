@@ -152,8 +152,9 @@ def tables(rows: list[CaseResult], peak: float) -> list[str]:
                          f"| {r.flops / r.bytes:.1f} | {torch_ms} | {torch_g} | {speed} |")
         gm = geomean([r.speedup for r in mine])
         goal = GOALS.get(op)
-        verdict = "" if gm is None or goal is None else (" (goal >= %.1f: %s)" % (goal, "met" if gm >= goal
-                                                                                     else "NOT met"))
+        verdict = ""
+        if gm is not None and goal is not None:
+            verdict = f" (goal >= {goal:.1f}: {'met' if gm >= goal else 'NOT met'})"
         lines += ["", f"geometric-mean speedup over PyTorch: {gm:.2f}x{verdict}" if gm else "no PyTorch baseline",
                   ""]
     return lines
