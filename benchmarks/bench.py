@@ -2,7 +2,7 @@
 writes JSON (all numbers) and a Markdown table to --out (default results/).
 
   python benchmarks/bench.py peak               # measured fp32 FMA peak of this host
-  python benchmarks/bench.py gemm-hand [--size 1024] [--rows 4] [--cols 64]
+  python benchmarks/bench.py gemm-hand [--size 1024] [--rows R] [--cols C]
   python benchmarks/bench.py reference          # tw.evaluate on GEMM 1024^3 and the C2D suite
   python benchmarks/bench.py search [--cases GEMM:gemm_1024,C2D:yolo_conv2] [--trials 200]
                                                 # random vs P vs Q best-so-far curves, tuned vs PyTorch
@@ -143,8 +143,8 @@ def main() -> None:
     sub.add_parser("peak", help="measured fp32 FMA peak").set_defaults(fn=cmd_peak)
     g = sub.add_parser("gemm-hand", help="hand-scheduled fp32 GEMM vs NumPy and PyTorch")
     g.add_argument("--size", type=int, default=1024)
-    g.add_argument("--rows", type=int, default=4)
-    g.add_argument("--cols", type=int, default=64)
+    g.add_argument("--rows", type=int, default=None, help="register block rows (default: from the target)")
+    g.add_argument("--cols", type=int, default=None, help="register block columns (default: from the target)")
     g.add_argument("--repeat", type=int, default=9)
     g.set_defaults(fn=cmd_gemm_hand)
     g = sub.add_parser("search", help="random vs P vs Q tuning curves on suite cases, tuned vs PyTorch")

@@ -1,14 +1,16 @@
 """Lesson 1: schedule a GEMM by hand, as in TVM, and compare it with NumPy and PyTorch.
 
 The schedule, for C[M, N] = A[M, K] @ B[K, N] in fp32:
-- tile C into (rows x cols) blocks, column blocks outermost and parallel over cores;
+- tile C into (rows x cols) blocks, column blocks outermost and parallel over cores; the
+  block is the largest that keeps its accumulators, one B row and an A broadcast in
+  the target's vector registers (6 x 16 with AVX2's 16 registers, 6 x 64 with AVX-512's 32);
 - pack the B panel of a column block (K x cols) into a contiguous buffer once per
   column block (`cache_read` + `compute_at`), so the inner loop streams it;
 - accumulate each (rows x cols) tile in registers (`cache_write(..., "local")` +
   `compute_at`), rows unrolled, columns in vectors of the target's width;
 - copy the tile out with vector stores.
 
-Run: python examples/01_gemm_by_hand.py [--size 1024] [--rows 4] [--cols 64]
+Run: python examples/01_gemm_by_hand.py [--size 1024] [--rows R] [--cols C]
 """
 
 from __future__ import annotations
@@ -30,9 +32,20 @@ def gemm(m: int, n: int, k: int):
     return A, B, C
 
 
-def schedule_gemm(A, B, C, rows: int = 4, cols: int = 64, target=None):
+def register_block(target) -> tuple[int, int]:
+    """(rows, cols) of C accumulated in registers: cols spans 2 vectors (4 with 32
+    registers), rows as many as fit beside those B vectors and one A broadcast."""
+    lanes = target.vector_lanes(4)
+    vectors = 4 if target.vector_registers >= 32 else 2
+    rows = (target.vector_registers - vectors - 1) // vectors
+    return rows, vectors * lanes
+
+
+def schedule_gemm(A, B, C, rows: int | None = None, cols: int | None = None, target=None):
     target = tw.as_target(target)
     lanes = target.vector_lanes(4)
+    auto_rows, auto_cols = register_block(target)
+    rows, cols = rows or auto_rows, cols or auto_cols
     if cols % lanes:
         raise ValueError(f"cols={cols} must be a multiple of the vector width ({lanes} floats)")
     s = tw.create_schedule(C)
@@ -73,8 +86,10 @@ def median_seconds(fn, repeat: int = 7) -> float:
     return float(np.median(times))
 
 
-def run(size: int = 1024, rows: int = 4, cols: int = 64, repeat: int = 7) -> dict:
+def run(size: int = 1024, rows: int | None = None, cols: int | None = None, repeat: int = 7) -> dict:
     target = tw.as_target("cpu")
+    auto_rows, auto_cols = register_block(target)
+    rows, cols = rows or auto_rows, cols or auto_cols
     A, B, C = gemm(size, size, size)
     s = schedule_gemm(A, B, C, rows, cols, target)
     kernel = tw.build(s, [A, B, C], target=target)
@@ -109,8 +124,8 @@ def run(size: int = 1024, rows: int = 4, cols: int = 64, repeat: int = 7) -> dic
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=1024)
-    parser.add_argument("--rows", type=int, default=4)
-    parser.add_argument("--cols", type=int, default=64)
+    parser.add_argument("--rows", type=int, default=None, help="register block rows (default: from the target)")
+    parser.add_argument("--cols", type=int, default=None, help="register block columns (default: from the target)")
     args = parser.parse_args()
     r = run(args.size, args.rows, args.cols)
     peak = r["peak_gflops"]

@@ -493,34 +493,31 @@ def test_cache_read_compute_at(rng):
     check_kernel(s, [A, B, C], rng)
 
 
-def test_lesson1_gemm_schedule(rng):
-    """The hand schedule of examples/01_gemm_by_hand.py at a small size."""
-    A, B, C = gemm(16, 64, 10)
-    lanes = 8
-    s = tw.create_schedule(C)
-    CC = s.cache_write(C, "local")
-    BB = s.cache_read(B, "global", [CC])
-    i, j = C.op.axis
-    io, ii = s[C].split(i, factor=4)
-    jo, ji = s[C].split(j, factor=32)
-    s[C].reorder(jo, io, ii, ji)
-    s[C].parallel(jo)
-    jio, jii = s[C].split(ji, factor=lanes)
-    s[C].unroll(ii)
-    s[C].unroll(jio)
-    s[C].vectorize(jii)
-    s[BB].compute_at(s[C], jo)
-    bo, bi = s[BB].split(s[BB].op.axis[1], factor=lanes)
-    s[BB].vectorize(bi)
-    s[CC].compute_at(s[C], io)
-    ci, cj = s[CC].op.axis
-    (ck,) = s[CC].op.reduce_axis
-    cjo, cji = s[CC].split(cj, factor=lanes)
-    s[CC].reorder(ck, ci, cjo, cji)
-    s[CC].unroll(ci)
-    s[CC].unroll(cjo)
-    s[CC].vectorize(cji)
-    check_kernel(s, [A, B, C], rng)
+def _lesson1():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "examples" / "01_gemm_by_hand.py"
+    spec = importlib.util.spec_from_file_location("lesson1", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("isa", ["native", "avx2", "scalar"])
+def test_lesson1_gemm_schedule(rng, isa):
+    """The hand schedule of examples/01_gemm_by_hand.py at a small size whose rows and columns
+    its register block does not divide, on every ISA level the host has."""
+    host = tw.as_target("cpu")
+    if isa != "native" and isa != "scalar" and not host.has(isa):
+        pytest.skip(f"host lacks {isa}")
+    target = host.with_isa(isa)
+    lesson = _lesson1()
+    rows, cols = lesson.register_block(target)
+    assert rows * cols // target.vector_lanes(4) + cols // target.vector_lanes(4) < target.vector_registers
+    A, B, C = lesson.gemm(17, 3 * cols, 10)
+    s = lesson.schedule_gemm(A, B, C, target=target)
+    check_kernel(s, [A, B, C], rng, target=target)
 
 
 def test_compute_inline_padding_into_conv(rng):

@@ -3,6 +3,8 @@
 import math
 import random
 
+import pytest
+
 from tilewright.space import OrdinalKnob, Point, Space, SplitKnob
 from tilewright.space.knobs import factorizations, split_totals
 
@@ -19,8 +21,28 @@ def test_split_knob_has_n_choose_2_directions_walkable_both_ways():
 
 def test_non_divisible_totals_for_poor_extents():
     assert split_totals(7) == (7, 8)
-    assert split_totals(56) == (56,)
-    assert split_totals(100) == (100, 104, 112)
+    assert split_totals(56) == (56, 57)  # 3 register rows; 60 (5, 6 rows) wastes more than 1/32
+    assert split_totals(100) == (100, 102, 104, 112)
+    assert split_totals(1024) == (1024, 1025, 1026, 1029)  # 5, 3 or 6, 7 register rows
+    assert split_totals(64) == (64, 65, 66)
+
+
+def test_default_gemm_register_block_fills_the_register_file():
+    """The untuned GEMM point uses the register block of a hand schedule: two vectors of
+    columns and as many rows as the rest of the register file holds, over a guarded total."""
+    import tilewright as tw
+    from tilewright.space import cpu_space, default_point
+
+    A = tw.placeholder((1024, 1024), "float32", name="A")
+    B = tw.placeholder((1024, 1024), "float32", name="B")
+    r = tw.reduce_axis(1024, name="k")
+    C = tw.compute((1024, 1024), lambda i, j: tw.sum(A[i, r] * B[r, j], axis=r), name="C")
+    target = tw.as_target("cpu").with_isa("avx2") if tw.as_target("cpu").has("avx2") else None
+    if target is None:
+        pytest.skip("host lacks avx2")
+    space, plan = cpu_space([C], target)
+    p = default_point(space, plan)
+    assert p["split.j"][2] == 16 and p["split.i"] == (171, 1, 6)
     k = SplitKnob("split.h", "h", 7, 3, split_totals(7))
     assert k.retotal((7, 1, 1), 1) == (8, 1, 1)
     assert k.retotal((1, 1, 7), 1) == (8, 1, 1)  # 7 does not divide 8: restart from the whole

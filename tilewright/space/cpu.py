@@ -78,7 +78,7 @@ def make_plan(outputs, target: Target) -> CpuPlan:
     packable = tuple(t for t in main.inputs if is_placeholder(t))
     lanes = target.vector_lanes(main.tensor.dtype.bytes) if main.tensor.dtype.name in (
         "float32", "float64", "int32", "int64", "int16", "int8", "uint8") else 1
-    registers = 32 if target.has("avx512f") else 16
+    registers = target.vector_registers
     return CpuPlan(g, main, anchor, tuple(inlined), producers, packable, lanes, registers, target.cores)
 
 
@@ -191,18 +191,24 @@ def default_point(space: Space, plan: CpuPlan) -> Point:
         vec_choice = fits[-1]
     vpos = options[vec_choice] if options else len(sp) - 1
     tiles = {lp.name: 1 for lp in sp}
+    totals = {lp.name: lp.extent for lp in sp}
     if sp:
-        tiles[sp[vpos].name] = math.gcd(sp[vpos].extent, plan.lanes)
-        budget = max(1, (plan.registers - 4) // 2)
+        vec = sp[vpos]
+        tiles[vec.name] = math.gcd(vec.extent, plan.lanes)
+        if vec.extent % (2 * plan.lanes) == 0:  # two vectors: independent FMA chains per broadcast
+            tiles[vec.name] = 2 * plan.lanes
+        vectors = max(1, tiles[vec.name] // plan.lanes)
+        budget = max(1, (plan.registers - 4) // vectors)
         for n in reversed(range(len(sp))):
             if n == vpos or sp[n].extent == 1:
                 continue
-            f = max(d for d in range(1, min(budget, sp[n].extent) + 1) if sp[n].extent % d == 0)
-            tiles[sp[n].name] = f
+            knob = space.knobs.get(f"split.{sp[n].name}")
+            f, total = _row_tile(sp[n].extent, knob.totals if knob else (sp[n].extent,), budget)
+            tiles[sp[n].name], totals[sp[n].name] = f, total
             budget //= f
             if budget < 2:
                 break
-    outer_extents = [lp.extent // tiles[lp.name] for lp in sp]
+    outer_extents = [totals[lp.name] // tiles[lp.name] for lp in sp]
     nfuse, work = 1, outer_extents[0] if outer_extents else 1
     while nfuse < len(outer_extents) and work < 4 * plan.cores:
         work *= outer_extents[nfuse]
@@ -216,7 +222,7 @@ def default_point(space: Space, plan: CpuPlan) -> Point:
     for name, k in space.knobs.items():
         if isinstance(k, SplitKnob):
             inner = tiles.get(k.axis, 1) if k.parts == 3 else 1
-            value = (k.extent // inner, 1, inner) if k.parts == 3 else (k.extent, 1)
+            value = (totals.get(k.axis, k.extent) // inner, 1, inner) if k.parts == 3 else (k.extent, 1)
         elif name == "vec_axis":
             value = vec_choice
         elif name == "fuse":
@@ -242,6 +248,18 @@ def default_point(space: Space, plan: CpuPlan) -> Point:
                          (k.extent, 1) if isinstance(k, SplitKnob) else v) for (n, v), k in
                         zip(values, space.knobs.values())))
     return space.check(p)
+
+
+def _row_tile(extent: int, totals: tuple[int, ...], budget: int) -> tuple[int, int]:
+    """(tile, total) for a register-row axis: the tile of at most `budget` rows
+    doing the most useful rows per tile, over the exact extent or a guarded
+    round-up (6 rows over 1024 = 1026 beats 4 rows)."""
+    best = (1, extent)
+    for f in range(1, min(budget, extent) + 1):
+        for total in totals:
+            if total % f == 0 and f * extent / total > best[0] * extent / best[1] + 1e-9:
+                best = (f, total)
+    return best
 
 
 def apply_cpu(outputs, plan: CpuPlan, point: Point) -> Schedule:

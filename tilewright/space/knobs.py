@@ -33,16 +33,25 @@ def factorizations(total: int, parts: int) -> list[tuple[int, ...]]:
     return out
 
 
+# Register-tile row counts that rarely divide an extent (1024 = 2^10 has no 3, 5, 6 or 7) but
+# make the best register blocks (6 x 2 vectors with 16 registers).
+REGISTER_ROWS = (3, 5, 6, 7)
+
+
 def split_totals(extent: int) -> tuple[int, ...]:
-    """The extent itself and, when its divisors are poor for tiling and vectors
-    (not a multiple of 8), round-ups to multiples of 4, 8, 16, 32 within 25%
-    (7 -> 8; 100 -> 104, 112; 56 stays 56)."""
+    """The extent itself plus guarded round-ups: when its divisors are poor for
+    tiling and vectors (not a multiple of 8), to multiples of 4, 8, 16, 32 within
+    25% (7 -> 8; 100 -> 104, 112); for any extent, to multiples of the register
+    row counts within 1/32 of it (1024 -> 1025, 1026, 1029; 56 -> 57)."""
     totals = {extent}
-    if extent % 8 == 0:
-        return (extent,)
-    for m in (4, 8, 16, 32):
+    if extent % 8:
+        for m in (4, 8, 16, 32):
+            up = -(-extent // m) * m
+            if up <= extent * 1.25:
+                totals.add(up)
+    for m in REGISTER_ROWS:
         up = -(-extent // m) * m
-        if up != extent and up <= extent * 1.25:
+        if extent > m and (up - extent) * 32 <= extent:
             totals.add(up)
     return tuple(sorted(totals))
 

@@ -46,6 +46,13 @@ class Target:
             return 16
         return 0
 
+    @property
+    def vector_registers(self) -> int:
+        """Architectural SIMD registers: what a register tile of accumulators must fit in."""
+        if "avx512f" in self.features or self.arch in ("aarch64", "arm64"):
+            return 32
+        return 16
+
     def vector_lanes(self, dtype_bytes: int) -> int:
         """Lanes of a native vector of elements of `dtype_bytes` (1 = scalar)."""
         return max(1, self.vector_bytes // dtype_bytes) if self.vector_bytes else 1
