@@ -119,3 +119,15 @@ def test_cli_tune_and_records(tmp_path, capsys):
     assert cli_main(["records", "import", out, "--records", str(tmp_path / "other.sqlite")]) == 0
     assert "imported 5 new records" in capsys.readouterr().out
     assert cli_main(["tune", "nosuchop", "--records", db]) == 2
+
+
+def test_default_point_is_measured_first_unless_left_out(tmp_path):
+    from tilewright.space import cpu_space, default_point
+
+    tensors = gemm()
+    space, plan = cpu_space([tensors[-1]], tw.as_target("cpu"))
+    default = default_point(space, plan)
+    seeded = tw.tune(tensors, trials=3, seed=0, records=tmp_path / "a.sqlite", progress=False)
+    assert seeded.history[0].point == default and np.isfinite(seeded.default_cost)
+    scratch = tw.tune(tensors, trials=3, seed=0, records=tmp_path / "b.sqlite", progress=False, from_default=False)
+    assert all(t.point != default for t in scratch.history) and not np.isfinite(scratch.default_cost)

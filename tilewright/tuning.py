@@ -125,10 +125,14 @@ class _Progress:
 
 def tune(tensors, target="cpu", trials: int = 200, method: str = "q", timeout: float = 10.0, seed: int = 0,
          records=None, early_stop: int | None = None, batch: int | None = None, warmup: int | None = None,
-         progress: bool | None = None, log=None) -> TuneResult:
+         progress: bool | None = None, log=None, from_default: bool = True) -> TuneResult:
     """Search `trials` schedules of the program whose arguments are `tensors`
     (inputs and outputs, in kernel order). Returns a TuneResult with the best
-    schedule, its time, the history, `report()` and `build()`."""
+    schedule, its time, the history, `report()` and `build()`.
+
+    The heuristic default point is measured first and the search starts from
+    it; `from_default=False` leaves it out (to compare search methods from
+    scratch, as FlexTensor's Figure 7 does)."""
     args, outputs = _split_args(tensors)
     tgt = as_target(target)
     space, plan = cpu_space(outputs, tgt)
@@ -163,7 +167,7 @@ def tune(tensors, target="cpu", trials: int = 200, method: str = "q", timeout: f
     with Measurer(outputs, args, tgt, timeout=timeout, seed=seed) as measurer:
         if default in strategy.costs:
             result.default_cost = strategy.costs[default]
-        queue = [] if default in strategy.costs else [default]
+        queue = [] if default in strategy.costs or not from_default else [default]
         while len(result.history) < trials:
             want = min(batch, trials - len(result.history))
             if queue:
