@@ -98,12 +98,17 @@ class SplitKnob:
         return [v for v in out if v is not None]
 
     def sample(self, rng: random.Random) -> tuple[int, ...]:
-        total = rng.choice(self.totals)
+        """The exact extent half the time, else a round-up; prime factors go to
+        random parts, except that a round-up's primes above 8 (41 of 1025 =
+        5 * 5 * 41) stay in the outermost loop: they exist only so that the
+        inner parts can take the small factor the round-up was made for."""
+        rounded = [t for t in self.totals if t != self.extent]
+        total = rng.choice(rounded) if rounded and rng.random() < 0.5 else self.extent
         value = [1] * self.parts
         remaining = total
         while remaining > 1:  # hand out prime factors to random parts
             p = smallest_prime_factor(remaining)
-            value[rng.randrange(self.parts)] *= p
+            value[0 if total != self.extent and p > 8 else rng.randrange(self.parts)] *= p
             remaining //= p
         return tuple(value)
 
