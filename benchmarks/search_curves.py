@@ -114,4 +114,5 @@ def plot(cases: list[dict], path: Path) -> bool:
             axes[row][col].legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+    plt.close(fig)
     return True

@@ -84,10 +84,10 @@ def test_interrupted_run_keeps_its_measurements_and_resumes(tmp_path, monkeypatc
     monkeypatch.setattr(tune_module.Measurer, "measure", flaky)
     with pytest.raises(KeyboardInterrupt):
         tw.tune(gemm(), trials=20, seed=0, batch=2, records=path, progress=False)
-    assert Records(path).count() == 3  # the default point, then a batch of two, landed before it
+    assert Records(path).count() == 4  # two batches of two (the heuristic points first) landed before it
     monkeypatch.setattr(tune_module.Measurer, "measure", real)
     resumed = tw.tune(gemm(), trials=4, seed=0, batch=2, records=path, progress=False)
-    assert len(resumed.history) == 4 and Records(path).count() == 7
+    assert len(resumed.history) == 4 and Records(path).count() == 8
 
 
 def test_failing_candidates_are_recorded_and_search_goes_on(tmp_path, monkeypatch):

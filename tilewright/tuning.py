@@ -22,7 +22,7 @@ from .errors import TilewrightError
 from .records import Record, Records
 from .runtime.measure import ErrorKind, Measurer, MeasureResult
 from .search import make_strategy
-from .space import Point, apply_cpu, cpu_space, default_point
+from .space import Point, apply_cpu, cpu_space, default_point, heuristic_points
 from .targets import as_target
 from .te.tensor import PlaceholderOp, Tensor
 
@@ -130,8 +130,9 @@ def tune(tensors, target="cpu", trials: int = 200, method: str = "q", timeout: f
     (inputs and outputs, in kernel order). Returns a TuneResult with the best
     schedule, its time, the history, `report()` and `build()`.
 
-    The heuristic default point is measured first and the search starts from
-    it; `from_default=False` leaves it out (to compare search methods from
+    The heuristic default point is measured first, with the next best
+    register-tile shapes of the model, and the search starts from them;
+    `from_default=False` leaves them out (to compare search methods from
     scratch, as FlexTensor's Figure 7 does)."""
     args, outputs = _split_args(tensors)
     tgt = as_target(target)
@@ -167,7 +168,8 @@ def tune(tensors, target="cpu", trials: int = 200, method: str = "q", timeout: f
     with Measurer(outputs, args, tgt, timeout=timeout, seed=seed) as measurer:
         if default in strategy.costs:
             result.default_cost = strategy.costs[default]
-        queue = [] if default in strategy.costs or not from_default else [default]
+        seeds = heuristic_points(space, plan, k=batch) if from_default else []
+        queue = [p for p in seeds if p not in strategy.costs]
         while len(result.history) < trials:
             want = min(batch, trials - len(result.history))
             if queue:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import tilewright as tw
-from tilewright.space import apply_cpu, cpu_space, default_point
+from tilewright.space import apply_cpu, cpu_space, default_point, heuristic_points
 
 
 def gemm(n=24, m=40, k=18):
@@ -100,3 +100,33 @@ def test_every_vector_axis_and_packing_is_correct(vec_axis, pack):
                    "split.w": (1, 3, 3)})
     p = space.check(type(default_point(space, plan))(tuple((k, values[k]) for k in space.knobs)))
     _check(out, inputs, tw.build(apply_cpu(out, plan, p), [*inputs, out], target=target))
+
+
+def test_heuristic_points_are_distinct_valid_and_start_with_the_default():
+    for _inputs, out in (gemm(), conv_bias_relu(), depthwise()):
+        space, plan = cpu_space(out, tw.as_target("cpu"))
+        points = heuristic_points(space, plan, k=4)
+        assert points[0] == default_point(space, plan)
+        assert len(set(points)) == len(points) and all(space.valid(p) for p in points)
+
+
+def test_default_register_tile_reuses_operands():
+    """The modelled register tile shares loads across rows: a 1x1 conv's rows never run along
+    an image axis while its vector also runs along the image (every row would load its own
+    input vector); a group conv's input channel o // 16 is not vectorized along o (a gather)."""
+    target = tw.as_target("cpu")
+    if target.vector_lanes(4) < 8:
+        pytest.skip("the host has no 8-lane fp32 vectors")
+    x = tw.placeholder((1, 32, 16, 16), "float32", name="x")
+    w = tw.placeholder((64, 32, 1, 1), "float32", name="w")
+    out = tw.ops.conv2d(x, w)
+    space, plan = cpu_space(out, target)
+    p = default_point(space, plan)
+    vec = plan.main.spatial[space.knobs["vec_axis"].options[p["vec_axis"]]].name
+    rows = {lp.name for lp in plan.main.spatial if lp.extent > 1 and p[f"split.{lp.name}"][2] > 1} - {vec}
+    assert vec == "o" or rows == {"o"}
+    g = tw.placeholder((64, 8, 3, 3), "float32", name="g")
+    grouped = tw.ops.conv2d(x, g, padding=1, groups=4)
+    space, plan = cpu_space(grouped, target)
+    p = default_point(space, plan)
+    assert plan.main.spatial[space.knobs["vec_axis"].options[p["vec_axis"]]].name == "w"

@@ -190,6 +190,7 @@ def plot(rows: list[CaseResult], path: Path) -> bool:
     ax.set_title("tilewright vs PyTorch on the FlexTensor suite")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+    plt.close(fig)
     return True
 
 

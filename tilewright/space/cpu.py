@@ -177,37 +177,31 @@ def _tile_factor(point: Point, loop) -> int:
         return 1
 
 
+def heuristic_points(space: Space, plan: CpuPlan, k: int = 4) -> list[Point]:
+    """The default point and the next best-modelled register-tile shapes, up to
+    `k` distinct points: what a tuning run measures first (the model ranks
+    shapes well but not exactly, and a handful of measurements settle it)."""
+    out: list[Point] = []
+    for tile in _register_tiles(space, plan)[:k]:
+        p = _point_for_tile(space, plan, tile)
+        if p not in out:
+            out.append(p)
+    return out
+
+
 def default_point(space: Space, plan: CpuPlan) -> Point:
-    """The untuned heuristic, from the target and the loop extents only: one
-    vector along the innermost axis that holds a whole vector (else the
-    innermost), a row block of up to ~half the register file of accumulators
-    along the other axes (innermost first), operands the vector axis indexes
-    packed once per outer block, enough outer loops fused for every core."""
+    """The untuned heuristic, from the target, the loop extents and which loops
+    index which operand: the register tile of best modelled throughput (see
+    `_register_tiles`), operands the vector axis indexes packed once per outer
+    block, enough outer loops fused for every core."""
+    return _point_for_tile(space, plan, _register_tiles(space, plan)[0])
+
+
+def _point_for_tile(space: Space, plan: CpuPlan, tile: tuple[int, dict, dict]) -> Point:
     sp = plan.main.spatial
     options = vector_axes(plan)
-    vec_choice = 0
-    fits = [n for n, pos in enumerate(options) if sp[pos].extent % plan.lanes == 0]
-    if fits and 0 not in fits:
-        vec_choice = fits[-1]
+    vec_choice, tiles, totals = tile
     vpos = options[vec_choice] if options else len(sp) - 1
-    tiles = {lp.name: 1 for lp in sp}
-    totals = {lp.name: lp.extent for lp in sp}
-    if sp:
-        vec = sp[vpos]
-        tiles[vec.name] = math.gcd(vec.extent, plan.lanes)
-        if vec.extent % (2 * plan.lanes) == 0:  # two vectors: independent FMA chains per broadcast
-            tiles[vec.name] = 2 * plan.lanes
-        vectors = max(1, tiles[vec.name] // plan.lanes)
-        budget = max(1, (plan.registers - 4) // vectors)
-        for n in reversed(range(len(sp))):
-            if n == vpos or sp[n].extent == 1:
-                continue
-            knob = space.knobs.get(f"split.{sp[n].name}")
-            f, total = _row_tile(sp[n].extent, knob.totals if knob else (sp[n].extent,), budget)
-            tiles[sp[n].name], totals[sp[n].name] = f, total
-            budget //= f
-            if budget < 2:
-                break
     outer_extents = [totals[lp.name] // tiles[lp.name] for lp in sp]
     nfuse, work = 1, outer_extents[0] if outer_extents else 1
     while nfuse < len(outer_extents) and work < 4 * plan.cores:
@@ -250,16 +244,116 @@ def default_point(space: Space, plan: CpuPlan) -> Point:
     return space.check(p)
 
 
-def _row_tile(extent: int, totals: tuple[int, ...], budget: int) -> tuple[int, int]:
-    """(tile, total) for a register-row axis: the tile of at most `budget` rows
-    doing the most useful rows per tile, over the exact extent or a guarded
-    round-up (6 rows over 1024 = 1026 beats 4 rows)."""
-    best = (1, extent)
-    for f in range(1, min(budget, extent) + 1):
-        for total in totals:
-            if total % f == 0 and f * extent / total > best[0] * extent / best[1] + 1e-9:
-                best = (f, total)
-    return best
+# per core and cycle; the latency has slack (measured: 12 accumulators beat 8 to 10)
+FMA_PORTS, LOAD_PORTS, FMA_LATENCY = 2, 2, 6
+
+
+def _register_tiles(space: Space, plan: CpuPlan) -> list[tuple[int, dict, dict]]:
+    """(vector-axis choice, tile per loop name, split total per loop name) of
+    register tiles, best modelled throughput first, one per shape (vector
+    axis, vectors, row loops): for each vector axis,
+    one or two vectors, and rows spread over up to two other axes, count the
+    FMAs and loads of one reduction step (an operand costs one load per tile
+    point of the loops that index it, a vector counting once) and take
+    useful FMAs / max(FMAs / ports, loads / ports, FMA latency). Rows along a
+    loop that does not index the vector operand reuse its registers (GEMM's
+    rows, a conv's output channels); rows that do are loads (a conv's h)."""
+    sp = plan.main.spatial
+    tiles = {lp.name: 1 for lp in sp}
+    totals = {lp.name: lp.extent for lp in sp}
+    options = vector_axes(plan)
+    if not sp or not options:
+        return [(0, tiles, totals)]
+    indexing = [(t, _spatial_positions(plan, t), _spatial_positions(plan, t, exact=True))
+                for t in plan.main.inputs]
+    best: dict = {}  # shape -> (key, vec_choice, vpos, width, rows)
+    for vec_choice, vpos in enumerate(options):
+        vec = sp[vpos]
+        for vectors in (2, 1):
+            width = vectors * plan.lanes if vec.extent % (vectors * plan.lanes) == 0 else (
+                math.gcd(vec.extent, plan.lanes) if vectors == 1 else 0)
+            if width == 0:
+                continue
+            nvec = max(1, width // plan.lanes)
+            budget = max(1, (plan.registers - 4) // nvec)
+            others = [n for n, lp in enumerate(sp) if n != vpos and lp.extent > 1]
+            for rows in _row_splits(space, sp, others, budget):
+                tile = {n: f for n, (f, _) in rows.items()}
+                fmas = nvec * math.prod(tile.values())
+                loads = sum((_vector_loads(plan, t, vpos, nvec) if vpos in exact else 1)
+                            * math.prod(tile.get(n, 1) for n in pos if n != vpos) for t, pos, exact in indexing)
+                useful = math.prod(sp[n].extent / t for n, (_, t) in rows.items())
+                cycles = max(fmas / FMA_PORTS, loads / LOAD_PORTS, FMA_LATENCY)
+                score = fmas * useful * (width / (nvec * plan.lanes)) / cycles
+                key = (round(score, 6), -vec_choice, vectors)
+                shape = (vec_choice, vectors, tuple(sorted(rows)))
+                if shape not in best or key > best[shape][0]:
+                    best[shape] = (key, vec_choice, vpos, width, rows)
+    out = []
+    for _, vec_choice, vpos, width, rows in sorted(best.values(), key=lambda b: b[0], reverse=True):
+        t_tiles, t_totals = dict(tiles), dict(totals)
+        t_tiles[sp[vpos].name] = width
+        for n, (f, t) in rows.items():
+            t_tiles[sp[n].name], t_totals[sp[n].name] = f, t
+        out.append((vec_choice, t_tiles, t_totals))
+    return out
+
+
+def _row_splits(space: Space, sp, others: list[int], budget: int):
+    """Row tiles {position: (factor, split total)} over at most two of `others`
+    whose product fits `budget` (the whole budget on one axis, or shared)."""
+    def tiles_of(n):
+        knob = space.knobs.get(f"split.{sp[n].name}")
+        totals = knob.totals if knob else (sp[n].extent,)
+        return [(f, t) for t in totals for f in range(2, min(budget, sp[n].extent) + 1) if t % f == 0]
+
+    yield {}
+    for a in others:
+        for fa in tiles_of(a):
+            yield {a: fa}
+            for b in others:
+                if b > a:
+                    for fb in tiles_of(b):
+                        if fa[0] * fb[0] <= budget:
+                            yield {a: fa, b: fb}
+
+
+def _vector_loads(plan: CpuPlan, tensor, vpos: int, nvec: int) -> int:
+    """Loads per step for `nvec` vectors of an operand the vector loop indexes:
+    one per vector when the loop alone indexes its last dimension, or another
+    dimension of a placeholder (packed contiguous); a lane at a time when it
+    indexes it through arithmetic (a group conv's input channel o // 64)."""
+    dims = _indexing_dims(plan, tensor, vpos)
+    if dims == {len(tensor.shape) - 1} or (len(dims) == 1 and is_placeholder(tensor)):
+        return nvec
+    return nvec * plan.lanes
+
+
+def _spatial_positions(plan: CpuPlan, tensor, exact: bool = False) -> tuple[int, ...]:
+    """Positions of the main node's spatial loops whose neighbouring iterations
+    read different elements of `tensor`: a loop seen only through a division by
+    a constant (a group conv's o // 64) reads the same ones across a small tile
+    of rows. `exact`: every loop the indices mention at all."""
+    from ..ir.traverse import free_vars
+
+    used: set[int] = set()
+    for n in _loads(plan.main, tensor):
+        for i in n.indices:
+            used |= {id(v) for v in free_vars(i)} if exact else _varying_vars(i)
+    return tuple(p for p, a in enumerate(plan.main.tensor.op.axis) if id(a) in used)
+
+
+def _varying_vars(e) -> set[int]:
+    from ..ir.expr import Binary, BinOp, Const, Var
+    from ..ir.traverse import free_vars
+
+    if isinstance(e, Var):
+        return {id(e)}
+    if isinstance(e, Binary):
+        if e.op is BinOp.FLOORDIV and isinstance(e.b, Const) and e.b.value >= 8:
+            return set()
+        return _varying_vars(e.a) | _varying_vars(e.b)
+    return {id(v) for v in free_vars(e)}
 
 
 def apply_cpu(outputs, plan: CpuPlan, point: Point) -> Schedule:
