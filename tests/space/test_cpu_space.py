@@ -130,3 +130,25 @@ def test_default_register_tile_reuses_operands():
     space, plan = cpu_space(grouped, target)
     p = default_point(space, plan)
     assert plan.main.spatial[space.knobs["vec_axis"].options[p["vec_axis"]]].name == "w"
+
+
+def test_reduction_blocking_when_the_operand_panel_outgrows_l2():
+    """With a (pretend) 16 KB L2, a conv's weight panel of 64 channels x 3 x 3 x one vector of
+    outputs does not fit in half of it: the default blocks the channel reduction, keeps the
+    middle tiles' accumulators in a local block, packs the weights per block, and is correct;
+    the unblocked variant is among the points measured first."""
+    from dataclasses import replace
+
+    target = tw.as_target("cpu")
+    if target.vector_lanes(4) < 4:
+        pytest.skip("the host has no 4-lane fp32 vectors")
+    small_l2 = replace(target, caches=((1, "Data", 8192), (2, "Unified", 16384)))
+    x = tw.placeholder((1, 64, 10, 10), "float32", name="x")
+    w = tw.placeholder((16, 64, 3, 3), "float32", name="w")
+    out = tw.ops.conv2d(x, w, padding=1)
+    space, plan = cpu_space(out, small_l2)
+    p = default_point(space, plan)
+    assert p["reduce_block"] == 1 and p["split.rc"][0] > 1
+    assert any(q["reduce_block"] == 0 for q in heuristic_points(space, plan))
+    kernel = tw.build(apply_cpu(out, plan, p), [x, w, out], target=target)
+    _check(out, [x, w], kernel)

@@ -30,6 +30,7 @@ from .knobs import OrdinalKnob, SplitKnob, split_totals
 from .space import Point, Space
 
 MAX_TILE_POINTS = 512  # unrolled register tile size bound (code size)
+BLOCK_ACC_BYTES = 32 * 1024  # accumulators of a reduction-blocked middle block: within L1
 
 
 @dataclass(frozen=True, eq=False)
@@ -43,6 +44,7 @@ class CpuPlan:
     lanes: int
     registers: int
     cores: int = 1
+    l2_bytes: int = 512 * 1024
 
 
 def _elementwise_reader(node: Node, consumer: Node) -> bool:
@@ -79,7 +81,8 @@ def make_plan(outputs, target: Target) -> CpuPlan:
     lanes = target.vector_lanes(main.tensor.dtype.bytes) if main.tensor.dtype.name in (
         "float32", "float64", "int32", "int64", "int16", "int8", "uint8") else 1
     registers = target.vector_registers
-    return CpuPlan(g, main, anchor, tuple(inlined), producers, packable, lanes, registers, target.cores)
+    return CpuPlan(g, main, anchor, tuple(inlined), producers, packable, lanes, registers, target.cores,
+                   target.cache_bytes(2) or 512 * 1024)
 
 
 def _reduce_orders(n: int) -> tuple:
@@ -102,6 +105,7 @@ def cpu_space(outputs, target: Target) -> tuple[Space, CpuPlan]:
         knobs.append(OrdinalKnob("reduce_order", _reduce_orders(len(main.reduce))))
     if main.reduce:
         knobs.append(OrdinalKnob("reduce_inner", ("outside_rows", "inside_rows")))
+        knobs.append(OrdinalKnob("reduce_block", (False, True)))
     vec_axes = vector_axes(plan)
     if len(vec_axes) > 1:
         knobs.append(OrdinalKnob("vec_axis", vec_axes))
@@ -119,9 +123,15 @@ def cpu_space(outputs, target: Target) -> tuple[Space, CpuPlan]:
         points = math.prod(tile)
         width = vector_width(tile[_vec_pos(point, plan)] if tile else 1, plan.lanes)
         regs = points // width
+        if space_option(point, "reduce_block", 0):  # accumulators of a whole middle block stay in L1
+            block = math.prod(point[f"split.{lp.name}"][1] * point[f"split.{lp.name}"][2] for lp in main.spatial
+                              if f"split.{lp.name}" in space.knobs)
+            if block * main.tensor.dtype.bytes > BLOCK_ACC_BYTES:
+                return False
         return regs <= plan.registers - 4 and points <= MAX_TILE_POINTS
 
-    return Space(knobs, constraint), plan
+    space = Space(knobs, constraint)
+    return space, plan
 
 
 def vector_axes(plan: CpuPlan) -> tuple[int, ...]:
@@ -181,12 +191,14 @@ def heuristic_points(space: Space, plan: CpuPlan, k: int = 4) -> list[Point]:
     """The default point and the next best-modelled register-tile shapes, up to
     `k` distinct points: what a tuning run measures first (the model ranks
     shapes well but not exactly, and a handful of measurements settle it)."""
-    out: list[Point] = []
-    for tile in _register_tiles(space, plan)[:k]:
-        p = _point_for_tile(space, plan, tile)
-        if p not in out:
-            out.append(p)
-    return out
+    tiles = _register_tiles(space, plan)
+    first = default_point(space, plan)
+    out: list[Point] = [first]
+    if "reduce_block" in space.knobs:  # the default's other blocking choice
+        out.append(_point_for_tile(space, plan, tiles[0], blocked=not first["reduce_block"]))
+    for tile in tiles[1:]:
+        out.append(_point_for_tile(space, plan, tile, blocked=_wants_blocking(space, plan, tile)))
+    return list(dict.fromkeys(out))[:k]
 
 
 def default_point(space: Space, plan: CpuPlan) -> Point:
@@ -194,10 +206,63 @@ def default_point(space: Space, plan: CpuPlan) -> Point:
     index which operand: the register tile of best modelled throughput (see
     `_register_tiles`), operands the vector axis indexes packed once per outer
     block, enough outer loops fused for every core."""
-    return _point_for_tile(space, plan, _register_tiles(space, plan)[0])
+    tile = _register_tiles(space, plan)[0]
+    return _point_for_tile(space, plan, tile, blocked=_wants_blocking(space, plan, tile))
 
 
-def _point_for_tile(space: Space, plan: CpuPlan, tile: tuple[int, dict, dict]) -> Point:
+def _wants_blocking(space: Space, plan: CpuPlan, tile: tuple[int, dict, dict]) -> bool:
+    """Block the reduction when the operand panel of one vector block of outputs
+    outgrows half of L2 (then every tile would stream it from L3)."""
+    options = vector_axes(plan)
+    if "reduce_block" not in space.knobs or not options:
+        return False
+    vec_choice, tiles, _ = tile
+    vpos = options[vec_choice]
+    return _panel_bytes(plan, vpos, tiles[plan.main.spatial[vpos].name]) > plan.l2_bytes // 2
+
+
+def _panel_bytes(plan: CpuPlan, vpos: int, width: int) -> int:
+    """Bytes of the operand panel one vector block of outputs reads over the
+    whole reduction (a conv's weights for 16 output channels: C * KH * KW * 16)."""
+    reduce_points = math.prod(lp.extent for lp in plan.main.reduce)
+    panels = [t for t in plan.main.inputs if vpos in _spatial_positions(plan, t, exact=True)
+              and not any(p != vpos for p in _spatial_positions(plan, t))]
+    return max((reduce_points * width * t.dtype.bytes for t in panels), default=0)
+
+
+def _reduction_blocked(space: Space, plan: CpuPlan, p: Point, vpos: int, width: int) -> Point:
+    """`p` with the longest reduce loop blocked so one block of the operand panel
+    fills about a quarter of L2, the other reduce loops inside, middle tiles as
+    large as the L1 budget for accumulators allows, and the panel packed per block."""
+    budget = max(32 * 1024, plan.l2_bytes // 4)
+    longest = max(plan.main.reduce, key=lambda lp: lp.extent)
+    rest = math.prod(lp.extent for lp in plan.main.reduce if lp is not longest)
+    per_channel = rest * width * plan.main.tensor.dtype.bytes
+    inner = max((d for d in range(1, longest.extent + 1) if longest.extent % d == 0 and d * per_channel <= budget),
+                default=1)
+    acc = BLOCK_ACC_BYTES // 2 // plan.main.tensor.dtype.bytes
+    for lp in plan.main.spatial:
+        acc //= max(1, p[f"split.{lp.name}"][2]) if f"split.{lp.name}" in space.knobs else 1
+    p = p.replace(f"split.{longest.name}", (longest.extent // inner, inner)).replace("reduce_block", 1)
+    for lp in plan.main.reduce:
+        if lp is not longest and f"split.{lp.name}" in space.knobs:
+            p = p.replace(f"split.{lp.name}", (1, lp.extent))
+    for n in reversed(range(len(plan.main.spatial))):  # middle tiles, innermost loops first
+        lp = plan.main.spatial[n]
+        key = f"split.{lp.name}"
+        if n == vpos or key not in space.knobs or acc < 2:
+            continue
+        o, _, t = p[key]
+        m = max(d for d in range(1, o + 1) if o % d == 0 and d <= acc)
+        p = p.replace(key, (o // m, m, t))
+        acc //= m
+    for t in plan.packable:
+        if f"pack.{t.name}" in space.knobs and p[f"pack.{t.name}"] == 1:
+            p = p.replace(f"pack.{t.name}", 2)
+    return p
+
+
+def _point_for_tile(space: Space, plan: CpuPlan, tile: tuple[int, dict, dict], blocked: bool = False) -> Point:
     sp = plan.main.spatial
     options = vector_axes(plan)
     vec_choice, tiles, totals = tile
@@ -237,6 +302,8 @@ def _point_for_tile(space: Space, plan: CpuPlan, tile: tuple[int, dict, dict]) -
             value = 0
         values.append((name, value))
     p = Point(tuple(values))
+    if blocked:
+        p = _reduction_blocked(space, plan, p, vpos, tiles[sp[vpos].name] if sp else 1)
     if not space.valid(p):  # fall back to the smallest tile
         p = Point(tuple((n, (k.extent, 1, 1) if isinstance(k, SplitKnob) and k.parts == 3 else
                          (k.extent, 1) if isinstance(k, SplitKnob) else v) for (n, v), k in
@@ -394,8 +461,18 @@ def apply_cpu(outputs, plan: CpuPlan, point: Point) -> Schedule:
     _vectorize_tile(A, tile, [point[f"split.{lp.name}"][2] for lp in main.spatial if f"split.{lp.name}"
                               in {k for k, _ in point.values}], plan.lanes, unroll)
 
-    M.compute_at(A, attach)
-    m_sp = list(M.op.axis)
+    # Reduction blocking: the main node runs once per outer block, its outer reduce loops around
+    # the middle tiles, so one block of a long reduction's operand panel (a conv's weights) serves
+    # every tile from cache; the tiles' accumulators live in a block-sized local buffer.
+    blocked = bool(space_option(point, "reduce_block", 0))
+    M.compute_at(A, outer_attach if blocked else attach)
+    axes = list(M.op.axis)
+    m_sp, mids = list(axes), []
+    if blocked:
+        for n, lp in enumerate(main.spatial):
+            if f"split.{lp.name}" in {k for k, _ in point.values}:
+                mid, m_sp[n] = M.split(axes[n], factor=point[f"split.{lp.name}"][2])
+                mids.append(mid)
     vpos = _vec_pos(point, plan)
     vec = []
     width = vector_width(_tile_factor(point, main.spatial[vpos]), plan.lanes) if m_sp else 1
@@ -404,7 +481,7 @@ def apply_cpu(outputs, plan: CpuPlan, point: Point) -> Schedule:
         vec = [vo, v]
         rows = m_sp[:vpos] + m_sp[vpos + 1:]
         if vpos != len(m_sp) - 1:  # accumulators contiguous along the vector axis
-            M.storage_order(*rows, m_sp[vpos])
+            M.storage_order(*axes[:vpos], *axes[vpos + 1:], axes[vpos])
     else:
         rows = m_sp
         vpos = len(m_sp) - 1
@@ -422,7 +499,7 @@ def apply_cpu(outputs, plan: CpuPlan, point: Point) -> Schedule:
         r0s = [r0s[i] for i in perm]
         r1s = [r1s[i] for i in perm if i < len(r1s)]
     inside = space_option(point, "reduce_inner", 0) == 1
-    order = r0s + rows + r1s + vec if inside else r0s + r1s + rows + vec
+    order = r0s + mids + (rows + r1s + vec if inside else r1s + rows + vec)
     M.reorder(*order)
     if unroll:
         for ax in rows + vec[:1]:
@@ -434,8 +511,12 @@ def apply_cpu(outputs, plan: CpuPlan, point: Point) -> Schedule:
         choice = ("none", "outer", "tile")[space_option(point, f"pack.{t.name}", 0)]
         if choice != "none":
             packed = s.cache_read(t, "global", [M])
-            at = _outer_loop_for(plan, t, outer, outer_order, nfuse, par) if choice == "outer" else attach
-            s[packed].compute_at(A, at)
+            if choice == "outer":
+                s[packed].compute_at(A, _outer_loop_for(plan, t, outer, outer_order, nfuse, par))
+            elif blocked and r0s:  # one reduce block's panel at a time
+                s[packed].compute_at(M, r0s[0])
+            else:
+                s[packed].compute_at(A, attach)
             dims = _indexing_dims(plan, t, vpos) if vec else set()
             if len(dims) == 1 and dims != {len(t.shape) - 1}:  # the packed copy holds vector rows contiguous
                 pax = list(s[packed].op.axis)
