@@ -191,14 +191,15 @@ def heuristic_points(space: Space, plan: CpuPlan, k: int = 4) -> list[Point]:
     """The default point and the next best-modelled register-tile shapes, up to
     `k` distinct points: what a tuning run measures first (the model ranks
     shapes well but not exactly, and a handful of measurements settle it)."""
-    tiles = _register_tiles(space, plan)
-    first = default_point(space, plan)
-    out: list[Point] = [first]
-    if "reduce_block" in space.knobs:  # the default's other blocking choice
-        out.append(_point_for_tile(space, plan, tiles[0], blocked=not first["reduce_block"]))
-    for tile in tiles[1:]:
-        out.append(_point_for_tile(space, plan, tile, blocked=_wants_blocking(space, plan, tile)))
-    return list(dict.fromkeys(out))[:k]
+    out: list[Point] = [default_point(space, plan)]
+    for tile in _register_tiles(space, plan):
+        for blocked in (_wants_blocking(space, plan, tile), not _wants_blocking(space, plan, tile)):
+            p = _point_for_tile(space, plan, tile, blocked=blocked and "reduce_block" in space.knobs)
+            if p is not None and p not in out:
+                out.append(p)
+        if len(out) >= k:
+            break
+    return out[:k]
 
 
 def default_point(space: Space, plan: CpuPlan) -> Point:
@@ -206,8 +207,11 @@ def default_point(space: Space, plan: CpuPlan) -> Point:
     index which operand: the register tile of best modelled throughput (see
     `_register_tiles`), operands the vector axis indexes packed once per outer
     block, enough outer loops fused for every core."""
-    tile = _register_tiles(space, plan)[0]
-    return _point_for_tile(space, plan, tile, blocked=_wants_blocking(space, plan, tile))
+    for tile in _register_tiles(space, plan):  # the best-ranked tile that the space admits
+        p = _point_for_tile(space, plan, tile, blocked=_wants_blocking(space, plan, tile))
+        if p is not None:
+            return p
+    return _smallest_point(space)
 
 
 def _wants_blocking(space: Space, plan: CpuPlan, tile: tuple[int, dict, dict]) -> bool:
@@ -262,7 +266,9 @@ def _reduction_blocked(space: Space, plan: CpuPlan, p: Point, vpos: int, width: 
     return p
 
 
-def _point_for_tile(space: Space, plan: CpuPlan, tile: tuple[int, dict, dict], blocked: bool = False) -> Point:
+def _point_for_tile(space: Space, plan: CpuPlan, tile: tuple[int, dict, dict],
+                    blocked: bool = False) -> Point | None:
+    """The default-style point for one register tile; None when the space rejects it."""
     sp = plan.main.spatial
     options = vector_axes(plan)
     vec_choice, tiles, totals = tile
@@ -304,11 +310,14 @@ def _point_for_tile(space: Space, plan: CpuPlan, tile: tuple[int, dict, dict], b
     p = Point(tuple(values))
     if blocked:
         p = _reduction_blocked(space, plan, p, vpos, tiles[sp[vpos].name] if sp else 1)
-    if not space.valid(p):  # fall back to the smallest tile
-        p = Point(tuple((n, (k.extent, 1, 1) if isinstance(k, SplitKnob) and k.parts == 3 else
-                         (k.extent, 1) if isinstance(k, SplitKnob) else v) for (n, v), k in
-                        zip(values, space.knobs.values())))
-    return space.check(p)
+    return p if space.valid(p) else None
+
+
+def _smallest_point(space: Space) -> Point:
+    """Every tile 1, every other knob its first option: always in the space."""
+    return space.check(Point(tuple((n, (k.extent, 1, 1) if isinstance(k, SplitKnob) and k.parts == 3 else
+                                        (k.extent, 1) if isinstance(k, SplitKnob) else 0)
+                                   for n, k in space.knobs.items())))
 
 
 # per core and cycle; the latency has slack (measured: 12 accumulators beat 8 to 10)
@@ -337,8 +346,9 @@ def _register_tiles(space: Space, plan: CpuPlan) -> list[tuple[int, dict, dict]]
     for vec_choice, vpos in enumerate(options):
         vec = sp[vpos]
         for vectors in (2, 1):
+            # what _vectorize_tile will emit: 1 lane (scalar code) when no vector of >= 4 lanes divides
             width = vectors * plan.lanes if vec.extent % (vectors * plan.lanes) == 0 else (
-                math.gcd(vec.extent, plan.lanes) if vectors == 1 else 0)
+                vector_width(vec.extent, plan.lanes) if vectors == 1 else 0)
             if width == 0:
                 continue
             nvec = max(1, width // plan.lanes)
