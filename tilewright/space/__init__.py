@@ -3,7 +3,8 @@ JSON-able points, and the per-target implementation turning a point into a
 schedule. Imports `analysis`, `schedule`, `targets`. Public names: Space,
 Point, SplitKnob, OrdinalKnob, cpu_space, apply_cpu, default_point, heuristic_points."""
 
-from .cpu import CpuPlan, apply_cpu, cpu_space, default_point, heuristic_points
+from .cpu import CpuPlan, apply_cpu, cpu_space
+from .cpu_default import default_point, heuristic_points
 from .knobs import OrdinalKnob, SplitKnob
 from .space import Point, Space
 

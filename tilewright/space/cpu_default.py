@@ -1,0 +1,259 @@
+"""The untuned default point of the CPU space and the first points a tuning
+run measures, from a small model of register tiles (FMAs against operand
+loads per reduction step, with register reuse) and of the operand panel a
+long reduction streams through L2 (reduction blocking)."""
+
+from __future__ import annotations
+
+import math
+
+from ..analysis.graph import is_placeholder
+from .cpu import BLOCK_ACC_BYTES, CpuPlan, _indexing_dims, _loads, vector_axes, vector_width
+from .knobs import SplitKnob
+from .space import Point, Space
+
+
+def heuristic_points(space: Space, plan: CpuPlan, k: int = 4) -> list[Point]:
+    """The default point and the next best-modelled register-tile shapes, up to
+    `k` distinct points: what a tuning run measures first (the model ranks
+    shapes well but not exactly, and a handful of measurements settle it)."""
+    out: list[Point] = [default_point(space, plan)]
+    for tile in _register_tiles(space, plan):
+        for blocked in (_wants_blocking(space, plan, tile), not _wants_blocking(space, plan, tile)):
+            p = _point_for_tile(space, plan, tile, blocked=blocked and "reduce_block" in space.knobs)
+            if p is not None and p not in out:
+                out.append(p)
+        if len(out) >= k:
+            break
+    return out[:k]
+
+
+def default_point(space: Space, plan: CpuPlan) -> Point:
+    """The untuned heuristic, from the target, the loop extents and which loops
+    index which operand: the register tile of best modelled throughput (see
+    `_register_tiles`), operands the vector axis indexes packed once per outer
+    block, enough outer loops fused for every core."""
+    for tile in _register_tiles(space, plan):  # the best-ranked tile that the space admits
+        p = _point_for_tile(space, plan, tile, blocked=_wants_blocking(space, plan, tile))
+        if p is not None:
+            return p
+    return _smallest_point(space)
+
+
+def _wants_blocking(space: Space, plan: CpuPlan, tile: tuple[int, dict, dict]) -> bool:
+    """Block the reduction when the operand panel of one vector block of outputs
+    outgrows half of L2 (then every tile would stream it from L3)."""
+    options = vector_axes(plan)
+    if "reduce_block" not in space.knobs or not options:
+        return False
+    vec_choice, tiles, _ = tile
+    vpos = options[vec_choice]
+    return _panel_bytes(plan, vpos, tiles[plan.main.spatial[vpos].name]) > plan.l2_bytes // 2
+
+
+def _panel_bytes(plan: CpuPlan, vpos: int, width: int) -> int:
+    """Bytes of the operand panel one vector block of outputs reads over the
+    whole reduction (a conv's weights for 16 output channels: C * KH * KW * 16)."""
+    reduce_points = math.prod(lp.extent for lp in plan.main.reduce)
+    panels = [t for t in plan.main.inputs if vpos in _spatial_positions(plan, t, exact=True)
+              and not any(p != vpos for p in _spatial_positions(plan, t))]
+    return max((reduce_points * width * t.dtype.bytes for t in panels), default=0)
+
+
+def _reduction_blocked(space: Space, plan: CpuPlan, p: Point, vpos: int, width: int) -> Point:
+    """`p` with the longest reduce loop blocked so one block of the operand panel
+    fills about a quarter of L2, the other reduce loops inside, middle tiles as
+    large as the L1 budget for accumulators allows, and the panel packed per block."""
+    budget = max(32 * 1024, plan.l2_bytes // 4)
+    longest = max(plan.main.reduce, key=lambda lp: lp.extent)
+    rest = math.prod(lp.extent for lp in plan.main.reduce if lp is not longest)
+    per_channel = rest * width * plan.main.tensor.dtype.bytes
+    inner = max((d for d in range(1, longest.extent + 1) if longest.extent % d == 0 and d * per_channel <= budget),
+                default=1)
+    acc = BLOCK_ACC_BYTES // 2 // plan.main.tensor.dtype.bytes
+    for lp in plan.main.spatial:
+        acc //= max(1, p[f"split.{lp.name}"][2]) if f"split.{lp.name}" in space.knobs else 1
+    p = p.replace(f"split.{longest.name}", (longest.extent // inner, inner)).replace("reduce_block", 1)
+    for lp in plan.main.reduce:
+        if lp is not longest and f"split.{lp.name}" in space.knobs:
+            p = p.replace(f"split.{lp.name}", (1, lp.extent))
+    for n in reversed(range(len(plan.main.spatial))):  # middle tiles, innermost loops first
+        lp = plan.main.spatial[n]
+        key = f"split.{lp.name}"
+        if n == vpos or key not in space.knobs or acc < 2:
+            continue
+        o, _, t = p[key]
+        m = max(d for d in range(1, o + 1) if o % d == 0 and d <= acc)
+        p = p.replace(key, (o // m, m, t))
+        acc //= m
+    for t in plan.packable:
+        if f"pack.{t.name}" in space.knobs and p[f"pack.{t.name}"] == 1:
+            p = p.replace(f"pack.{t.name}", 2)
+    return p
+
+
+def _point_for_tile(space: Space, plan: CpuPlan, tile: tuple[int, dict, dict],
+                    blocked: bool = False) -> Point | None:
+    """The default-style point for one register tile; None when the space rejects it."""
+    sp = plan.main.spatial
+    options = vector_axes(plan)
+    vec_choice, tiles, totals = tile
+    vpos = options[vec_choice] if options else len(sp) - 1
+    outer_extents = [totals[lp.name] // tiles[lp.name] for lp in sp]
+    nfuse, work = 1, outer_extents[0] if outer_extents else 1
+    while nfuse < len(outer_extents) and work < 4 * plan.cores:
+        work *= outer_extents[nfuse]
+        nfuse += 1
+    # operands read along the vector axis and a reduction (GEMM's B): a column panel, strided by whole
+    # rows unless packed
+    reduce_vars = {id(lp_axis) for lp_axis in plan.main.tensor.op.reduce_axis}
+    panel = [t for t in plan.packable if vpos == len(sp) - 1 and _indexing_dims(plan, t, vpos) and any(
+        id(i) in reduce_vars for n in _loads(plan.main, t) for i in n.indices)]
+    values = []
+    for name, k in space.knobs.items():
+        if isinstance(k, SplitKnob):
+            inner = tiles.get(k.axis, 1) if k.parts == 3 else 1
+            value = (totals.get(k.axis, k.extent) // inner, 1, inner) if k.parts == 3 else (k.extent, 1)
+        elif name == "vec_axis":
+            value = vec_choice
+        elif name == "fuse":
+            value = nfuse - 1
+        elif name == "unroll":
+            value = 1
+        elif name == "outer_order":
+            value = 0
+            if panel and vpos != 0:  # vector-axis blocks outermost: each packed panel serves every row block
+                value = next((n for n, o in enumerate(k.options) if o[0] == vpos), 0)
+        elif name.startswith("pack."):
+            t = next(t for t in plan.packable if f"pack.{t.name}" == name)
+            dims = _indexing_dims(plan, t, vpos)
+            value = 1 if (dims and dims != {len(t.shape) - 1}) or t in panel else 0
+        elif name.startswith("place."):
+            value = 2  # padding/packing once at root: cheap next to the main node, never recomputed per tile
+        else:
+            value = 0
+        values.append((name, value))
+    p = Point(tuple(values))
+    if blocked:
+        p = _reduction_blocked(space, plan, p, vpos, tiles[sp[vpos].name] if sp else 1)
+    return p if space.valid(p) else None
+
+
+def _smallest_point(space: Space) -> Point:
+    """Every tile 1, every other knob its first option: always in the space."""
+    return space.check(Point(tuple((n, (k.extent, 1, 1) if isinstance(k, SplitKnob) and k.parts == 3 else
+                                        (k.extent, 1) if isinstance(k, SplitKnob) else 0)
+                                   for n, k in space.knobs.items())))
+
+
+# per core and cycle; the latency has slack (measured: 12 accumulators beat 8 to 10)
+FMA_PORTS, LOAD_PORTS, FMA_LATENCY = 2, 2, 6
+
+
+def _register_tiles(space: Space, plan: CpuPlan) -> list[tuple[int, dict, dict]]:
+    """(vector-axis choice, tile per loop name, split total per loop name) of
+    register tiles, best modelled throughput first, one per shape (vector
+    axis, vectors, row loops): for each vector axis,
+    one or two vectors, and rows spread over up to two other axes, count the
+    FMAs and loads of one reduction step (an operand costs one load per tile
+    point of the loops that index it, a vector counting once) and take
+    useful FMAs / max(FMAs / ports, loads / ports, FMA latency). Rows along a
+    loop that does not index the vector operand reuse its registers (GEMM's
+    rows, a conv's output channels); rows that do are loads (a conv's h)."""
+    sp = plan.main.spatial
+    tiles = {lp.name: 1 for lp in sp}
+    totals = {lp.name: lp.extent for lp in sp}
+    options = vector_axes(plan)
+    if not sp or not options:
+        return [(0, tiles, totals)]
+    indexing = [(t, _spatial_positions(plan, t), _spatial_positions(plan, t, exact=True))
+                for t in plan.main.inputs]
+    best: dict = {}  # shape -> (key, vec_choice, vpos, width, rows)
+    for vec_choice, vpos in enumerate(options):
+        vec = sp[vpos]
+        for vectors in (2, 1):
+            # what _vectorize_tile will emit: 1 lane (scalar code) when no vector of >= 4 lanes divides
+            width = vectors * plan.lanes if vec.extent % (vectors * plan.lanes) == 0 else (
+                vector_width(vec.extent, plan.lanes) if vectors == 1 else 0)
+            if width == 0:
+                continue
+            nvec = max(1, width // plan.lanes)
+            budget = max(1, (plan.registers - 4) // nvec)
+            others = [n for n, lp in enumerate(sp) if n != vpos and lp.extent > 1]
+            for rows in _row_splits(space, sp, others, budget):
+                tile = {n: f for n, (f, _) in rows.items()}
+                fmas = nvec * math.prod(tile.values())
+                loads = sum((_vector_loads(plan, t, vpos, nvec) if vpos in exact else 1)
+                            * math.prod(tile.get(n, 1) for n in pos if n != vpos) for t, pos, exact in indexing)
+                useful = math.prod(sp[n].extent / t for n, (_, t) in rows.items())
+                cycles = max(fmas / FMA_PORTS, loads / LOAD_PORTS, FMA_LATENCY)
+                score = fmas * useful * (width / (nvec * plan.lanes)) / cycles
+                key = (round(score, 6), -vec_choice, vectors)
+                shape = (vec_choice, vectors, tuple(sorted(rows)))
+                if shape not in best or key > best[shape][0]:
+                    best[shape] = (key, vec_choice, vpos, width, rows)
+    out = []
+    for _, vec_choice, vpos, width, rows in sorted(best.values(), key=lambda b: b[0], reverse=True):
+        t_tiles, t_totals = dict(tiles), dict(totals)
+        t_tiles[sp[vpos].name] = width
+        for n, (f, t) in rows.items():
+            t_tiles[sp[n].name], t_totals[sp[n].name] = f, t
+        out.append((vec_choice, t_tiles, t_totals))
+    return out
+
+
+def _row_splits(space: Space, sp, others: list[int], budget: int):
+    """Row tiles {position: (factor, split total)} over at most two of `others`
+    whose product fits `budget` (the whole budget on one axis, or shared)."""
+    def tiles_of(n):
+        knob = space.knobs.get(f"split.{sp[n].name}")
+        totals = knob.totals if knob else (sp[n].extent,)
+        return [(f, t) for t in totals for f in range(2, min(budget, sp[n].extent) + 1) if t % f == 0]
+
+    yield {}
+    for a in others:
+        for fa in tiles_of(a):
+            yield {a: fa}
+            for b in others:
+                if b > a:
+                    for fb in tiles_of(b):
+                        if fa[0] * fb[0] <= budget:
+                            yield {a: fa, b: fb}
+
+
+def _vector_loads(plan: CpuPlan, tensor, vpos: int, nvec: int) -> int:
+    """Loads per step for `nvec` vectors of an operand the vector loop indexes:
+    one per vector when the loop alone indexes its last dimension, or another
+    dimension of a placeholder (packed contiguous); a lane at a time when it
+    indexes it through arithmetic (a group conv's input channel o // 64)."""
+    dims = _indexing_dims(plan, tensor, vpos)
+    if dims == {len(tensor.shape) - 1} or (len(dims) == 1 and is_placeholder(tensor)):
+        return nvec
+    return nvec * plan.lanes
+
+
+def _spatial_positions(plan: CpuPlan, tensor, exact: bool = False) -> tuple[int, ...]:
+    """Positions of the main node's spatial loops whose neighbouring iterations
+    read different elements of `tensor`: a loop seen only through a division by
+    a constant (a group conv's o // 64) reads the same ones across a small tile
+    of rows. `exact`: every loop the indices mention at all."""
+    from ..ir.traverse import free_vars
+
+    used: set[int] = set()
+    for n in _loads(plan.main, tensor):
+        for i in n.indices:
+            used |= {id(v) for v in free_vars(i)} if exact else _varying_vars(i)
+    return tuple(p for p, a in enumerate(plan.main.tensor.op.axis) if id(a) in used)
+
+
+def _varying_vars(e) -> set[int]:
+    from ..ir.expr import Binary, BinOp, Const, Var
+    from ..ir.traverse import free_vars
+
+    if isinstance(e, Var):
+        return {id(e)}
+    if isinstance(e, Binary):
+        if e.op is BinOp.FLOORDIV and isinstance(e.b, Const) and e.b.value >= 8:
+            return set()
+        return _varying_vars(e.a) | _varying_vars(e.b)
+    return {id(v) for v in free_vars(e)}
