@@ -172,12 +172,35 @@ def outer_orders(plan: CpuPlan) -> tuple[tuple[int, ...], ...]:
 def _outer_loop_for(plan: CpuPlan, tensor, outer: list, order, nfuse: int, par):
     """The outer loop to pack `tensor` at: the innermost one whose axis indexes
     it, so the packed copy is reused across the outer loops that do not."""
+    deepest = max((order.index(p) for p in _spatial_positions(plan, tensor, exact=True)), default=0)
+    return par if deepest < nfuse or deepest >= len(outer) else outer[deepest]
+
+
+def _spatial_positions(plan: CpuPlan, tensor, exact: bool = False) -> tuple[int, ...]:
+    """Positions of the main node's spatial loops whose neighbouring iterations
+    read different elements of `tensor`: a loop seen only through a division by
+    a constant (a group conv's o // 64) reads the same ones across a small tile
+    of rows. `exact`: every loop the indices mention at all."""
     from ..ir.traverse import free_vars
 
-    axes = plan.main.tensor.op.axis
-    used = {id(v) for n in _loads(plan.main, tensor) for i in n.indices for v in free_vars(i)}
-    deepest = max((order.index(p) for p, a in enumerate(axes) if id(a) in used), default=0)
-    return par if deepest < nfuse or deepest >= len(outer) else outer[deepest]
+    used: set[int] = set()
+    for n in _loads(plan.main, tensor):
+        for i in n.indices:
+            used |= {id(v) for v in free_vars(i)} if exact else _varying_vars(i)
+    return tuple(p for p, a in enumerate(plan.main.tensor.op.axis) if id(a) in used)
+
+
+def _varying_vars(e) -> set[int]:
+    from ..ir.expr import Binary, BinOp, Const, Var
+    from ..ir.traverse import free_vars
+
+    if isinstance(e, Var):
+        return {id(e)}
+    if isinstance(e, Binary):
+        if e.op is BinOp.FLOORDIV and isinstance(e.b, Const) and e.b.value >= 8:
+            return set()
+        return _varying_vars(e.a) | _varying_vars(e.b)
+    return {id(v) for v in free_vars(e)}
 
 
 def _tile_factor(point: Point, loop) -> int:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from ..analysis.graph import is_placeholder
-from .cpu import BLOCK_ACC_BYTES, CpuPlan, _indexing_dims, _loads, vector_axes, vector_width
+from .cpu import BLOCK_ACC_BYTES, CpuPlan, _indexing_dims, _loads, _spatial_positions, vector_axes, vector_width
 from .knobs import SplitKnob
 from .space import Point, Space
 
@@ -230,30 +230,3 @@ def _vector_loads(plan: CpuPlan, tensor, vpos: int, nvec: int) -> int:
     if dims == {len(tensor.shape) - 1} or (len(dims) == 1 and is_placeholder(tensor)):
         return nvec
     return nvec * plan.lanes
-
-
-def _spatial_positions(plan: CpuPlan, tensor, exact: bool = False) -> tuple[int, ...]:
-    """Positions of the main node's spatial loops whose neighbouring iterations
-    read different elements of `tensor`: a loop seen only through a division by
-    a constant (a group conv's o // 64) reads the same ones across a small tile
-    of rows. `exact`: every loop the indices mention at all."""
-    from ..ir.traverse import free_vars
-
-    used: set[int] = set()
-    for n in _loads(plan.main, tensor):
-        for i in n.indices:
-            used |= {id(v) for v in free_vars(i)} if exact else _varying_vars(i)
-    return tuple(p for p, a in enumerate(plan.main.tensor.op.axis) if id(a) in used)
-
-
-def _varying_vars(e) -> set[int]:
-    from ..ir.expr import Binary, BinOp, Const, Var
-    from ..ir.traverse import free_vars
-
-    if isinstance(e, Var):
-        return {id(e)}
-    if isinstance(e, Binary):
-        if e.op is BinOp.FLOORDIV and isinstance(e.b, Const) and e.b.value >= 8:
-            return set()
-        return _varying_vars(e.a) | _varying_vars(e.b)
-    return {id(v) for v in free_vars(e)}
