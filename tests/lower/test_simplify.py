@@ -143,3 +143,13 @@ def test_split_index_forms_simplify():
     assert isinstance(simplify(o * 4 + i < 19, ranges), Compare)  # the tail guard stays
     assert str(simplify(X + 3 - X, {})) == "3"
     assert str(simplify(((X // 2) // 3), {})) == "x // 6"
+
+
+def test_division_by_a_multiple_of_a_lane_block_drops_the_lane():
+    """A vector lane below a block that divides the divisor leaves the quotient uniform across the
+    vector (a group conv's input channel (o_outer * 8 + lane) // 48)."""
+    lane, o = Var("lane", int32), Var("o", int32)
+    ranges = {id(lane): (0, 7), id(o): (0, 40)}
+    assert str(simplify((o * 8 + lane) // 48, ranges)) == "o // 6"
+    assert str(simplify((o * 8 + lane) % 48, ranges)) == "o % 6 * 8 + lane"
+    assert str(simplify((o * 8 + lane + 3) // 48, ranges)) == "(o * 8 + lane + 3) // 48"  # may cross a block

@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 
 import tilewright as tw
+from tilewright.ir.stmt import Store
+from tilewright.ir.stmt_functor import walk_stmt
 from tilewright.space import apply_cpu, cpu_space, default_point, heuristic_points
 
 
@@ -113,7 +115,8 @@ def test_heuristic_points_are_distinct_valid_and_start_with_the_default():
 def test_default_register_tile_reuses_operands():
     """The modelled register tile shares loads across rows: a 1x1 conv's rows never run along
     an image axis while its vector also runs along the image (every row would load its own
-    input vector); a group conv's input channel o // 16 is not vectorized along o (a gather)."""
+    input vector); a group conv's input channel o // 16 is one broadcast across an 8-lane vector
+    along o (the dense conv's register tile) and the kernel's FMAs are vector statements."""
     target = tw.as_target("cpu")
     if target.vector_lanes(4) < 8:
         pytest.skip("the host has no 8-lane fp32 vectors")
@@ -125,11 +128,17 @@ def test_default_register_tile_reuses_operands():
     vec = plan.main.spatial[space.knobs["vec_axis"].options[p["vec_axis"]]].name
     rows = {lp.name for lp in plan.main.spatial if lp.extent > 1 and p[f"split.{lp.name}"][2] > 1} - {vec}
     assert vec == "o" or rows == {"o"}
-    g = tw.placeholder((64, 8, 3, 3), "float32", name="g")
-    grouped = tw.ops.conv2d(x, g, padding=1, groups=4)
-    space, plan = cpu_space(grouped, target)
-    p = default_point(space, plan)
-    assert plan.main.spatial[space.knobs["vec_axis"].options[p["vec_axis"]]].name == "w"
+    for out_channels, groups, want in ((64, 4, "o"),):
+        g = tw.placeholder((out_channels, 32 // groups, 3, 3), "float32", name="g")
+        grouped = tw.ops.conv2d(x, g, padding=1, groups=groups)
+        space, plan = cpu_space(grouped, target)
+        p = default_point(space, plan)
+        assert plan.main.spatial[space.knobs["vec_axis"].options[p["vec_axis"]]].name == want
+        sched = apply_cpu(grouped, plan, p)
+        _check(grouped, [x, g], tw.build(sched, [x, g, grouped], target=target))
+        updates = [st for st in walk_stmt(tw.lower(sched, [x, g, grouped]).body)
+                   if isinstance(st, Store) and "local" in st.buffer.name]
+        assert updates and all(st.value.dtype.lanes > 1 for st in updates)  # vector FMAs, no lane loops
 
 
 def test_reduction_blocking_when_the_operand_panel_outgrows_l2():

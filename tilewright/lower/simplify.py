@@ -162,16 +162,46 @@ def _div_mod(e: Binary, ranges: Ranges) -> Expr | None:
     if e.op is BinOp.FLOORMOD:
         if fits:
             return rest_expr
+        common = _common_factor(rest, c, e, ranges)
+        if common is not None:
+            return common
         if len(rest.terms) == len(lin.terms) and rest.const == lin.const:
             return None  # nothing pulled out
         return Binary(BinOp.FLOORMOD, rest_expr, e.b, e.dtype)
     quotient = from_linear(whole, e.dtype)
     if fits:
         return quotient
+    common = _common_factor(rest, c, e, ranges)
+    if common is not None:
+        if not whole.terms and whole.const == 0:
+            return common
+        return simplify_node(Binary(BinOp.ADD, quotient, common, e.dtype), ranges)
     if not whole.terms and whole.const == 0:
         return _nested_div(e)
     return simplify_node(Binary(BinOp.ADD, quotient, Binary(BinOp.FLOORDIV, rest_expr, e.b, e.dtype), e.dtype),
                          ranges)
+
+
+def _common_factor(rest: Linear, c: int, e: Binary, ranges: Ranges) -> Expr | None:
+    """(g*x + r) // c == x // (c/g) and (g*x + r) % c == (x % (c/g))*g + r when g
+    divides c and 0 <= r < g: a vector lane (r) below a channel group (c) leaves
+    the group index uniform across the vector (a group conv's o // 64)."""
+    for g in range(c // 2, 1, -1):
+        if c % g:
+            continue
+        small = Linear({k: v for k, v in rest.terms.items() if v[1] % g}, rest.const % g)
+        if len(small.terms) == len(rest.terms):
+            continue
+        bounds = const_bounds(from_linear(small, e.dtype), ranges)
+        if bounds is None or bounds[0] < 0 or bounds[1] >= g:
+            continue
+        big = Linear({k: [a, coef // g] for k, (a, coef) in rest.terms.items() if coef % g == 0}, rest.const // g)
+        inner = simplify_node(Binary(e.op, from_linear(big, e.dtype), Const(c // g, e.dtype), e.dtype), ranges)
+        if e.op is BinOp.FLOORDIV:
+            return inner
+        scaled = simplify_node(Binary(BinOp.MUL, inner, Const(g, e.dtype), e.dtype), ranges)
+        return simplify_node(Binary(BinOp.ADD, scaled, from_linear(small, e.dtype), e.dtype), ranges)
+    return None
 
 
 def _nested_div(e: Binary) -> Expr | None:

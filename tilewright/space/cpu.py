@@ -176,30 +176,31 @@ def _outer_loop_for(plan: CpuPlan, tensor, outer: list, order, nfuse: int, par):
     return par if deepest < nfuse or deepest >= len(outer) else outer[deepest]
 
 
-def _spatial_positions(plan: CpuPlan, tensor, exact: bool = False) -> tuple[int, ...]:
+def _spatial_positions(plan: CpuPlan, tensor, exact: bool = False, width: int = 8) -> tuple[int, ...]:
     """Positions of the main node's spatial loops whose neighbouring iterations
     read different elements of `tensor`: a loop seen only through a division by
-    a constant (a group conv's o // 64) reads the same ones across a small tile
-    of rows. `exact`: every loop the indices mention at all."""
+    a multiple of `width` (a group conv's o // 64) reads the same ones across an
+    aligned tile of `width` (the vectorizer then broadcasts them). `exact`:
+    every loop the indices mention at all."""
     from ..ir.traverse import free_vars
 
     used: set[int] = set()
     for n in _loads(plan.main, tensor):
         for i in n.indices:
-            used |= {id(v) for v in free_vars(i)} if exact else _varying_vars(i)
+            used |= {id(v) for v in free_vars(i)} if exact else _varying_vars(i, width)
     return tuple(p for p, a in enumerate(plan.main.tensor.op.axis) if id(a) in used)
 
 
-def _varying_vars(e) -> set[int]:
+def _varying_vars(e, width: int) -> set[int]:
     from ..ir.expr import Binary, BinOp, Const, Var
     from ..ir.traverse import free_vars
 
     if isinstance(e, Var):
         return {id(e)}
     if isinstance(e, Binary):
-        if e.op is BinOp.FLOORDIV and isinstance(e.b, Const) and e.b.value >= 8:
+        if e.op is BinOp.FLOORDIV and isinstance(e.b, Const) and e.b.value > 0 and e.b.value % width == 0:
             return set()
-        return _varying_vars(e.a) | _varying_vars(e.b)
+        return _varying_vars(e.a, width) | _varying_vars(e.b, width)
     return {id(v) for v in free_vars(e)}
 
 
