@@ -3,7 +3,8 @@ the records), check the kernel against the NumPy reference, then time it, the
 PyTorch baseline in each layout PyTorch offers (keeping the best) and NumPy
 where it has the operator, in the same process run with the same threads.
 
-Timing: medians of repeated calls. Our time includes every stage of the
+Timing: medians of repeated calls, ours and the baselines in alternating
+rounds (the VM's speed drifts; see `_alternating_medians`). Our time includes every stage of the
 program (padding, packing of activations and weights) on every call; PyTorch
 eager re-packs conv weights on every call too, so neither side packs ahead."""
 
@@ -31,6 +32,7 @@ from ..workloads.baselines import torch_variants
 from ..workloads.builders import suite_program
 
 DEFAULT_OPS = ("C2D", "DEP", "GRP", "DIL", "T2D", "T3D", "C3D", "C1D", "T1D", "GEMM", "GEMV", "BIL")
+ROUNDS = 5  # alternating timing rounds per case
 GOALS = {"C2D": 1.0, "DEP": 2.0, "GRP": 2.0, "DIL": 1.0, "T2D": 1.0, "T3D": 1.0, "C3D": 1.0, "C1D": 1.0,
          "T1D": 1.0, "GEMM": 0.9, "GEMV": 0.9, "BIL": 0.9}
 
@@ -110,25 +112,38 @@ def run_case(op: str, case: str, trials: int, threads: int, records: Records, me
         raise TilewrightError(f"{op} {case}: the tuned kernel disagrees with the reference "
                               f"(max relative error {err:.2e}); not timed")
     kernel.set_num_threads(threads)
-    ours = kernel.time(*ins, got, repeat=9).median
-    graph = analyze(outputs)
-    nbytes = sum(int(np.prod(t.shape)) * t.dtype.bytes for t in tensors)
-    row = CaseResult(op, case, graph.flops, nbytes, ours, err, tuned, default_s=default_s, errors=errors)
     try:
         import torch
 
         torch.set_num_threads(threads)
+        baselines = {f"torch:{layout}": fn for layout, fn in torch_variants(op, case, ins).items()}
     except ImportError:
-        torch = None
-    if torch is not None:
-        for layout, fn in torch_variants(op, case, ins).items():
-            t = median_seconds(fn)
-            if row.torch_s is None or t < row.torch_s:
-                row.torch_s, row.torch_layout = t, layout
+        baselines = {}
     np_fn = _numpy_variant(op, ins)
     if np_fn is not None:
-        row.numpy_s = median_seconds(np_fn)
+        baselines["numpy"] = np_fn
+    times = _alternating_medians(lambda: kernel.time(*ins, got, repeat=3).median, baselines)
+    graph = analyze(outputs)
+    nbytes = sum(int(np.prod(t.shape)) * t.dtype.bytes for t in tensors)
+    row = CaseResult(op, case, graph.flops, nbytes, times.pop("ours"), err, tuned, default_s=default_s,
+                     errors=errors, numpy_s=times.pop("numpy", None))
+    for name, t in times.items():
+        if row.torch_s is None or t < row.torch_s:
+            row.torch_s, row.torch_layout = t, name.split(":", 1)[1]
     return row
+
+
+def _alternating_medians(ours: Callable[[], float], baselines: dict[str, Callable[[], object]],
+                         rounds: int = ROUNDS) -> dict[str, float]:
+    """Median seconds of our kernel and each baseline, timed in alternating rounds:
+    this VM's speed drifts over seconds, and alternating spreads the drift over
+    every side instead of charging it to whichever ran in the slow stretch."""
+    samples: dict[str, list[float]] = {"ours": [], **{name: [] for name in baselines}}
+    for _ in range(rounds):
+        samples["ours"].append(ours())
+        for name, fn in baselines.items():
+            samples[name].append(median_seconds(fn, repeat=3))
+    return {name: float(np.median(v)) for name, v in samples.items()}
 
 
 def geomean(values: list[float]) -> float | None:
