@@ -40,7 +40,13 @@ def test_structure_comes_from_the_analysis():
             "place.conv2d_pad"} <= set(space.knobs)
 
 
-@pytest.mark.parametrize("program", [gemm, conv_bias_relu, depthwise])
+def gemv(m=36, k=64):
+    A = tw.placeholder((m, k), "float32", name="A")
+    x = tw.placeholder((k,), "float32", name="x")
+    return [A, x], tw.ops.mv(A, x)
+
+
+@pytest.mark.parametrize("program", [gemm, conv_bias_relu, depthwise, gemv])
 def test_random_points_build_correct_kernels(program):
     target = tw.as_target("cpu")
     inputs, out = program()
@@ -161,3 +167,18 @@ def test_reduction_blocking_when_the_operand_panel_outgrows_l2():
     assert any(q["reduce_block"] == 0 for q in heuristic_points(space, plan))
     kernel = tw.build(apply_cpu(out, plan, p), [x, w, out], target=target)
     _check(out, [x, w], kernel)
+
+
+def test_gemv_default_sums_in_lanes_along_the_reduction():
+    """A GEMV reads its matrix once: the default vectorizes along k (lane sums) with rows of one
+    vector each and packs nothing; a GEMM (whose B the k loop indexes in its first dimension) has
+    no such option."""
+    target = tw.as_target("cpu")
+    if target.vector_lanes(4) < 4:
+        pytest.skip("the host has no fp32 vectors of 4 lanes")
+    inputs, out = gemv()
+    space, plan = cpu_space(out, target)
+    p = default_point(space, plan)
+    assert p["vec_reduce"] == 1 and p["split.k"] == (1, 64) and p["pack.A"] == 0
+    _check(out, inputs, tw.build(apply_cpu(out, plan, p), [*inputs, out], target=target))
+    assert "vec_reduce" not in cpu_space(gemm()[1], target)[0].knobs

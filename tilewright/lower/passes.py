@@ -6,6 +6,7 @@ from dataclasses import replace
 
 from ..ir.stmt import Seq
 from .flatten import flatten
+from .lane_sums import lane_sums
 from .partition import partition
 from .simplify_stmt import simplify_stmt
 from .unroll import unroll
@@ -21,6 +22,7 @@ def run_passes(func):
     body = simplify_stmt(body) or Seq(())
     body = unroll(body)
     body = simplify_stmt(body) or Seq(())
+    body = lane_sums(body)
     body = vectorize(body)
     body = simplify_stmt(body) or Seq(())
     func = widen_indices(replace(func, body=body))

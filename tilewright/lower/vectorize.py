@@ -30,7 +30,7 @@ from ..ir.expr import (
 )
 from ..ir.stmt import For, ForKind, IfThenElse, Seq, Stmt, Store, seq
 from ..ir.stmt_functor import map_stmt, walk_stmt
-from ..ir.traverse import walk
+from ..ir.traverse import free_vars, walk
 
 _VECTOR_DTYPES = {"float32", "float64", "int8", "int16", "int32", "int64", "uint8"}
 
@@ -203,6 +203,9 @@ def vectorize(stmt: Stmt) -> Stmt:
         try:
             return _Vectorizer(s.var, lanes).stmt(s.body)
         except _Unvectorizable:
+            if any(isinstance(st, Store) and not any(v is s.var for v in free_vars(st.indices[0]))
+                   for st in walk_stmt(s.body)):
+                return replace(s, kind=ForKind.SERIAL)  # a sum along the loop: `omp simd` would race its lanes
             return None
 
     return map_stmt(stmt, fs)

@@ -192,6 +192,25 @@ class Stage:
         """Turn the innermost loop `axis` into SIMD vector operations."""
         self._annotate(axis, ForKind.VECTORIZED, "vectorize")
 
+    def vectorize_sum(self, axis: IterVar) -> None:
+        """Vectorize the innermost loop `axis` of a sum's reduction: each lane
+        keeps a partial sum across the loop around it (unrolled loops between
+        them are fine), added up after it (lower/lane_sums.py). Floating-point
+        sums are reassociated, as in any vectorized sum."""
+        from ..ir.expr import Binary, BinOp, Reduce
+
+        leaf = self._leaf(axis, "vectorize_sum")
+        body = self.op.body if hasattr(self.op, "body") else None
+        if leaf.kind is not AxisKind.REDUCE:
+            raise ScheduleError(f"stage '{self.name}': vectorize_sum takes a reduce loop; '{leaf.name}' is spatial "
+                                f"(use vectorize)")
+        if not (isinstance(body, Reduce) and isinstance(body.combiner.result, Binary)
+                and body.combiner.result.op is BinOp.ADD):
+            raise ScheduleError(f"stage '{self.name}': vectorize_sum needs a sum; this stage reduces with "
+                                f"'{getattr(getattr(body, 'combiner', None), 'name', '?')}'")
+        self.loop_kinds[id(leaf)] = ForKind.VECTORIZED
+        self._record("vectorize_sum", axis=leaf.name)
+
     def unroll(self, axis: IterVar) -> None:
         """Replicate the body of `axis` once per iteration in the generated code."""
         self._annotate(axis, ForKind.UNROLLED, "unroll")

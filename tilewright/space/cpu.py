@@ -106,6 +106,8 @@ def cpu_space(outputs, target: Target) -> tuple[Space, CpuPlan]:
     if main.reduce:
         knobs.append(OrdinalKnob("reduce_inner", ("outside_rows", "inside_rows")))
         knobs.append(OrdinalKnob("reduce_block", (False, True)))
+    if lane_reduce_loop(plan) is not None:
+        knobs.append(OrdinalKnob("vec_reduce", (False, True)))
     vec_axes = vector_axes(plan)
     if len(vec_axes) > 1:
         knobs.append(OrdinalKnob("vec_axis", vec_axes))
@@ -121,6 +123,10 @@ def cpu_space(outputs, target: Target) -> tuple[Space, CpuPlan]:
     def constraint(point: Point) -> bool:
         tile = [_tile_factor(point, lp) for lp in main.spatial]
         points = math.prod(tile)
+        if space_option(point, "vec_reduce", 0):  # one vector of lane sums per register row
+            r = lane_reduce_loop(plan)
+            inner = point[f"split.{r.name}"][1] if f"split.{r.name}" in space.knobs else r.extent
+            return inner % plan.lanes == 0 and points <= plan.registers - 4 and points <= MAX_TILE_POINTS
         width = vector_width(tile[_vec_pos(point, plan)] if tile else 1, plan.lanes)
         regs = points // width
         if space_option(point, "reduce_block", 0):  # accumulators of a whole middle block stay in L1
@@ -145,6 +151,37 @@ def vector_axes(plan: CpuPlan) -> tuple[int, ...]:
     last = len(sp) - 1
     others = tuple(n for n, lp in enumerate(sp[:-1]) if plan.lanes > 1 and lp.extent % 4 == 0)
     return (last, *others)
+
+
+def lane_reduce_loop(plan: CpuPlan):
+    """The main node's innermost reduce loop when it can carry the vector
+    instead of a spatial loop (a GEMV's k): a sum whose every operand that the
+    loop indexes has it alone, at unit stride, in its last dimension, so each
+    lane keeps a partial sum of contiguous elements; None otherwise."""
+    from ..ir.expr import Binary, BinOp, Reduce
+    from ..ir.traverse import free_vars
+
+    body = plan.main.tensor.op.body
+    if plan.lanes < 4 or not plan.main.reduce or not isinstance(body, Reduce) or body.condition is not None:
+        return None
+    combine = body.combiner.result
+    if not (isinstance(combine, Binary) and combine.op is BinOp.ADD):
+        return None
+    loop = plan.main.reduce[-1]
+    axis = plan.main.tensor.op.reduce_axis[-1]
+    if loop.extent % plan.lanes:
+        return None
+    hits = 0
+    for t in plan.main.inputs:
+        for n in _loads(plan.main, t):
+            *head, last = n.indices
+            if any(axis in free_vars(i) for i in head):
+                return None
+            if last is axis:
+                hits += 1
+            elif axis in free_vars(last):
+                return None
+    return loop if hits else None
 
 
 def _vec_pos(point: Point, plan: CpuPlan) -> int:
@@ -263,7 +300,8 @@ def apply_cpu(outputs, plan: CpuPlan, point: Point) -> Schedule:
                 mids.append(mid)
     vpos = _vec_pos(point, plan)
     vec = []
-    width = vector_width(_tile_factor(point, main.spatial[vpos]), plan.lanes) if m_sp else 1
+    lane_reduce = bool(space_option(point, "vec_reduce", 0))
+    width = vector_width(_tile_factor(point, main.spatial[vpos]), plan.lanes) if m_sp and not lane_reduce else 1
     if width > 1:
         vo, v = M.split(m_sp[vpos], factor=width)
         vec = [vo, v]
@@ -282,18 +320,27 @@ def apply_cpu(outputs, plan: CpuPlan, point: Point) -> Schedule:
             r1s.append(r1)
         else:
             r0s.append(axis)
+    lane_parent = r1s[-1] if lane_reduce else None  # the last reduce loop's inner part (it always has a split)
     if "reduce_order" in {k for k, _ in point.values}:
         perm = space_knob_option(point, "reduce_order", _reduce_orders(len(main.reduce)))
         r0s = [r0s[i] for i in perm]
         r1s = [r1s[i] for i in perm if i < len(r1s)]
     inside = space_option(point, "reduce_inner", 0) == 1
-    order = r0s + mids + (rows + r1s + vec if inside else r1s + rows + vec)
+    if lane_reduce:  # lanes of the innermost reduce loop innermost, under unrolled rows; lowering keeps
+        # one vector of partial sums per row across the loop around the rows (lower/lane_sums.py)
+        r1s.remove(lane_parent)
+        lo, lanes = M.split(lane_parent, factor=plan.lanes)
+        order = r0s + mids + r1s + [lo] + rows + [lanes]
+        unroll = True
+        vec = [lo, lanes]
+    else:
+        order = r0s + mids + (rows + r1s + vec if inside else r1s + rows + vec)
     M.reorder(*order)
     if unroll:
-        for ax in rows + vec[:1]:
+        for ax in rows + ([] if lane_reduce else vec[:1]):
             M.unroll(ax)
     if vec:
-        M.vectorize(vec[1])
+        (M.vectorize_sum if lane_reduce else M.vectorize)(vec[1])
 
     for t in plan.packable:
         choice = ("none", "outer", "tile")[space_option(point, f"pack.{t.name}", 0)]

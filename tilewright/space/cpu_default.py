@@ -8,7 +8,16 @@ from __future__ import annotations
 import math
 
 from ..analysis.graph import is_placeholder
-from .cpu import BLOCK_ACC_BYTES, CpuPlan, _indexing_dims, _loads, _spatial_positions, vector_axes, vector_width
+from .cpu import (
+    BLOCK_ACC_BYTES,
+    CpuPlan,
+    _indexing_dims,
+    _loads,
+    _spatial_positions,
+    lane_reduce_loop,
+    vector_axes,
+    vector_width,
+)
 from .knobs import SplitKnob
 from .space import Point, Space
 
@@ -32,12 +41,40 @@ def default_point(space: Space, plan: CpuPlan) -> Point:
     """The untuned heuristic, from the target, the loop extents and which loops
     index which operand: the register tile of best modelled throughput (see
     `_register_tiles`), operands the vector axis indexes packed once per outer
-    block, enough outer loops fused for every core."""
+    block, enough outer loops fused for every core; lane sums along the
+    reduction instead when an operand it reads contiguously is used too few
+    times to repay any packing (a GEMV's matrix)."""
+    lane = _lane_sum_point(space, plan)
+    if lane is not None:
+        return lane
     for tile in _register_tiles(space, plan):  # the best-ranked tile that the space admits
         p = _point_for_tile(space, plan, tile, blocked=_wants_blocking(space, plan, tile))
         if p is not None:
             return p
     return _smallest_point(space)
+
+
+def _lane_sum_point(space: Space, plan: CpuPlan) -> Point | None:
+    """Vector along the reduction (`vec_reduce`), the whole reduce loop inside,
+    rows of one vector each along the innermost spatial loop, nothing packed;
+    None unless an operand the lane loop reads contiguously is used at most
+    twice per element (packing it for a spatial vector would cost as much as
+    the whole computation, which reads it once anyway)."""
+    r = lane_reduce_loop(plan)
+    if "vec_reduce" not in space.knobs or r is None:
+        return None
+    flops = plan.graph.flops
+    reuse = min(flops / 2 / math.prod(t.shape) for t in plan.main.inputs
+                if any(n.indices[-1] is plan.main.tensor.op.reduce_axis[-1] for n in _loads(plan.main, t)))
+    if reuse > 2:
+        return None
+    sp = plan.main.spatial
+    tiles = {lp.name: 1 for lp in sp}
+    row = next((lp for lp in reversed(sp) if lp.extent > 1), None)
+    if row is not None:
+        tiles[row.name] = max(f for f in range(1, min(8, plan.registers - 4) + 1) if row.extent % f == 0)
+    p = _point_for_tile(space, plan, (0, tiles, {lp.name: lp.extent for lp in sp}), lane=True)
+    return p
 
 
 def _wants_blocking(space: Space, plan: CpuPlan, tile: tuple[int, dict, dict]) -> bool:
@@ -93,7 +130,7 @@ def _reduction_blocked(space: Space, plan: CpuPlan, p: Point, vpos: int, width: 
 
 
 def _point_for_tile(space: Space, plan: CpuPlan, tile: tuple[int, dict, dict],
-                    blocked: bool = False) -> Point | None:
+                    blocked: bool = False, lane: bool = False) -> Point | None:
     """The default-style point for one register tile; None when the space rejects it."""
     sp = plan.main.spatial
     options = vector_axes(plan)
@@ -111,7 +148,9 @@ def _point_for_tile(space: Space, plan: CpuPlan, tile: tuple[int, dict, dict],
         id(i) in reduce_vars for n in _loads(plan.main, t) for i in n.indices)]
     values = []
     for name, k in space.knobs.items():
-        if isinstance(k, SplitKnob):
+        if lane and name == f"split.{plan.main.reduce[-1].name}":
+            value = (1, k.extent)
+        elif isinstance(k, SplitKnob):
             inner = tiles.get(k.axis, 1) if k.parts == 3 else 1
             value = (totals.get(k.axis, k.extent) // inner, 1, inner) if k.parts == 3 else (k.extent, 1)
         elif name == "vec_axis":
@@ -124,6 +163,10 @@ def _point_for_tile(space: Space, plan: CpuPlan, tile: tuple[int, dict, dict],
             value = 0
             if panel and vpos != 0:  # vector-axis blocks outermost: each packed panel serves every row block
                 value = next((n for n, o in enumerate(k.options) if o[0] == vpos), 0)
+        elif lane and name == "vec_reduce":
+            value = 1
+        elif lane and name.startswith("pack."):
+            value = 0
         elif name.startswith("pack."):
             t = next(t for t in plan.packable if f"pack.{t.name}" == name)
             dims = _indexing_dims(plan, t, vpos)
