@@ -9,24 +9,14 @@ from __future__ import annotations
 
 import math
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 
 import tilewright as tw
+from tilewright.bench.timing import alternating_medians, median_seconds
 from tilewright.workloads.baselines import torch_variants
 from tilewright.workloads.builders import suite_program
-
-
-def median_seconds(fn, repeat: int = 9) -> float:
-    fn()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
 
 
 def trials_to_fraction(best_costs: list[float], fraction: float = 0.9) -> int | None:
@@ -76,16 +66,19 @@ def _time_against_torch(op: str, case: str, tensors, result) -> dict:
     err = float(np.abs(got - want).max() / max(np.abs(want).max(), 1e-30))
     if err > 1e-4:
         raise SystemExit(f"{op} {case}: the tuned kernel is wrong (max relative error {err:.2e})")
-    ours = kernel.time(*ins, got, repeat=9).median
-    row = {"tilewright_s": ours, "max_rel_error": err, "flops": result.flops, "torch_s": None, "torch_layout": None}
+    sides = {"ours": lambda: kernel.time(*ins, got, repeat=3).median}
     try:
         import torch
 
         torch.set_num_threads(tw.as_target("cpu").cores)
+        sides.update({layout: (lambda fn=fn: median_seconds(fn, repeat=3))
+                      for layout, fn in torch_variants(op, case, ins).items()})
     except ImportError:
-        return row
-    for layout, fn in torch_variants(op, case, ins).items():
-        t = median_seconds(fn)
+        pass
+    times = alternating_medians(sides)
+    row = {"tilewright_s": times.pop("ours"), "max_rel_error": err, "flops": result.flops, "torch_s": None,
+           "torch_layout": None}
+    for layout, t in times.items():
         if row["torch_s"] is None or t < row["torch_s"]:
             row["torch_s"], row["torch_layout"] = t, layout
     return row

@@ -16,11 +16,11 @@ Run: python examples/01_gemm_by_hand.py [--size 1024] [--rows R] [--cols C]
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
 
 import tilewright as tw
+from tilewright.bench.timing import median_seconds, settle
 from tilewright.targets.peak import fp32_peak_gflops
 
 
@@ -76,16 +76,6 @@ def schedule_gemm(A, B, C, rows: int | None = None, cols: int | None = None, tar
     return s
 
 
-def median_seconds(fn, repeat: int = 7) -> float:
-    fn()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
-
-
 def run(size: int = 1024, rows: int | None = None, cols: int | None = None, repeat: int = 7) -> dict:
     target = tw.as_target("cpu")
     auto_rows, auto_cols = register_block(target)
@@ -103,6 +93,7 @@ def run(size: int = 1024, rows: int | None = None, cols: int | None = None, repe
     if err > 1e-5:
         raise SystemExit(f"generated kernel is wrong: max relative error {err:.2e}")
     flop = 2.0 * size**3
+    settle()  # the reference evaluator's BLAS threads spin for a while; wait until they idle
     ours = kernel.time(a, b, c, repeat=repeat).median
     result = {"size": size, "threads": target.cores, "rows": rows, "cols": cols, "max_rel_error": err,
               "tilewright_s": ours, "numpy_s": median_seconds(lambda: a @ b, repeat)}

@@ -11,11 +11,11 @@ Run: python examples/02_tune_conv2d.py [--case yolo_conv8] [--trials 60] [--meth
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
 
 import tilewright as tw
+from tilewright.bench.timing import median_seconds, settle
 from tilewright.workloads import suite_case
 
 
@@ -27,16 +27,6 @@ def conv_layer(case: dict):
     bias = tw.placeholder((f,), "float32", name="bias")
     y = tw.ops.relu(tw.ops.conv2d(x, weight, bias, stride=case["stride"], padding=case["padding"]))
     return [x, weight, bias, y]
-
-
-def median_seconds(fn, repeat: int = 9) -> float:
-    fn()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
 
 
 def main() -> None:
@@ -63,6 +53,7 @@ def main() -> None:
     err = float(np.abs(out - want).max() / np.abs(want).max())
     if err > 1e-4:
         raise SystemExit(f"tuned kernel is wrong: max relative error {err:.2e}")
+    settle()  # the reference evaluator's BLAS threads spin for a while; wait until they idle
     ours = kernel.time(*ins, out, repeat=9).median
     gflop = result.flops / 1e9
     print(f"\n{'':22} {'ms':>8} {'GFLOP/s':>8}")

@@ -4,7 +4,7 @@ PyTorch baseline in each layout PyTorch offers (keeping the best) and NumPy
 where it has the operator, in the same process run with the same threads.
 
 Timing: medians of repeated calls, ours and the baselines in alternating
-rounds (the VM's speed drifts; see `_alternating_medians`). Our time includes every stage of the
+rounds, each after the others' thread pools have gone idle (`timing.py`). Our time includes every stage of the
 program (padding, packing of activations and weights) on every call; PyTorch
 eager re-packs conv weights on every call too, so neither side packs ahead."""
 
@@ -30,9 +30,9 @@ from ..tuning import tune
 from ..workloads import suite
 from ..workloads.baselines import torch_variants
 from ..workloads.builders import suite_program
+from .timing import alternating_medians, median_seconds
 
 DEFAULT_OPS = ("C2D", "DEP", "GRP", "DIL", "T2D", "T3D", "C3D", "C1D", "T1D", "GEMM", "GEMV", "BIL")
-ROUNDS = 5  # alternating timing rounds per case
 GOALS = {"C2D": 1.0, "DEP": 2.0, "GRP": 2.0, "DIL": 1.0, "T2D": 1.0, "T3D": 1.0, "C3D": 1.0, "C1D": 1.0,
          "T1D": 1.0, "GEMM": 0.9, "GEMV": 0.9, "BIL": 0.9}
 
@@ -55,22 +55,6 @@ class CaseResult:
     @property
     def speedup(self) -> float | None:
         return self.torch_s / self.tilewright_s if self.torch_s else None
-
-
-def median_seconds(fn: Callable[[], object], repeat: int = 9, min_s: float = 0.02) -> float:
-    """Median over `repeat` timings, each averaging enough calls to last `min_s`."""
-    fn()
-    start = time.perf_counter()
-    fn()
-    once = max(time.perf_counter() - start, 1e-7)
-    number = max(1, int(min_s / once))
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        for _ in range(number):
-            fn()
-        times.append((time.perf_counter() - start) / number)
-    return float(np.median(times))
 
 
 def _numpy_variant(op: str, arrays: list[np.ndarray]):
@@ -122,7 +106,9 @@ def run_case(op: str, case: str, trials: int, threads: int, records: Records, me
     np_fn = _numpy_variant(op, ins)
     if np_fn is not None:
         baselines["numpy"] = np_fn
-    times = _alternating_medians(lambda: kernel.time(*ins, got, repeat=3).median, baselines)
+    sides = {"ours": lambda: kernel.time(*ins, got, repeat=3).median}
+    sides.update({name: (lambda fn=fn: median_seconds(fn, repeat=3)) for name, fn in baselines.items()})
+    times = alternating_medians(sides)
     graph = analyze(outputs)
     nbytes = sum(int(np.prod(t.shape)) * t.dtype.bytes for t in tensors)
     row = CaseResult(op, case, graph.flops, nbytes, times.pop("ours"), err, tuned, default_s=default_s,
@@ -131,19 +117,6 @@ def run_case(op: str, case: str, trials: int, threads: int, records: Records, me
         if row.torch_s is None or t < row.torch_s:
             row.torch_s, row.torch_layout = t, name.split(":", 1)[1]
     return row
-
-
-def _alternating_medians(ours: Callable[[], float], baselines: dict[str, Callable[[], object]],
-                         rounds: int = ROUNDS) -> dict[str, float]:
-    """Median seconds of our kernel and each baseline, timed in alternating rounds:
-    this VM's speed drifts over seconds, and alternating spreads the drift over
-    every side instead of charging it to whichever ran in the slow stretch."""
-    samples: dict[str, list[float]] = {"ours": [], **{name: [] for name in baselines}}
-    for _ in range(rounds):
-        samples["ours"].append(ours())
-        for name, fn in baselines.items():
-            samples[name].append(median_seconds(fn, repeat=3))
-    return {name: float(np.median(v)) for name, v in samples.items()}
 
 
 def geomean(values: list[float]) -> float | None:

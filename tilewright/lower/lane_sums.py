@@ -68,9 +68,9 @@ def _match(s: Stmt, outer: Var):
 
 def _rewrite(loop: For, matches: list, n: int) -> Stmt:
     lanes = int(matches[0][0].extent.value)
-    if any(int(m[0].extent.value) != lanes for m in matches):
-        return loop
     first = matches[0][1].buffer
+    if any(int(m[0].extent.value) != lanes or m[1].buffer.dtype != first.dtype for m in matches):
+        return loop  # left to the vectorizer, which runs it serially
     sums = Buffer(f"{first.name}_lanes{n}", (len(matches) * lanes,), first.dtype, Scope.LOCAL)
     init, body, finish = [], [], []
     for j, (lane_loop, st, e) in enumerate(matches):
