@@ -125,10 +125,11 @@ def cpu_space(outputs, target: Target) -> tuple[Space, CpuPlan]:
         points = math.prod(tile)
         if space_option(point, "vec_reduce", 0):  # one vector of lane sums per register row
             r = lane_reduce_loop(plan)
-            inner = point[f"split.{r.name}"][1] if f"split.{r.name}" in space.knobs else r.extent
-            return inner % plan.lanes == 0 and points <= plan.registers - 4 and points <= MAX_TILE_POINTS
-        width = vector_width(tile[_vec_pos(point, plan)] if tile else 1, plan.lanes)
-        regs = points // width
+            if point[f"split.{r.name}"][1] % plan.lanes:
+                return False
+            regs = points
+        else:
+            regs = points // vector_width(tile[_vec_pos(point, plan)] if tile else 1, plan.lanes)
         if space_option(point, "reduce_block", 0):  # accumulators of a whole middle block stay in L1
             block = math.prod(point[f"split.{lp.name}"][1] * point[f"split.{lp.name}"][2] for lp in main.spatial
                               if f"split.{lp.name}" in space.knobs)
