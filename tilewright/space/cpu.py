@@ -364,8 +364,23 @@ def apply_cpu(outputs, plan: CpuPlan, point: Point) -> Schedule:
             s[p.tensor].compute_inline()
         elif choice == "outer":
             s[p.tensor].compute_at(A, outer_attach)
+        else:
+            _parallel_root(s[p.tensor], plan.cores)
     _default_others(s, plan)
     return s
+
+
+def _parallel_root(stage, cores: int) -> None:
+    """Run a root stage on every core: its leading loops fused until they hold a few
+    iterations per core (a batch-1 padding copy's first loop has one)."""
+    loops = [a for a in stage.leaf_iter_vars if a.kind.value == "spatial"]
+    if not loops or loops[0] is not stage.leaf_iter_vars[0]:
+        return
+    n, work = 1, loops[0].extent
+    while n < len(loops) and work < 4 * cores:
+        work *= loops[n].extent
+        n += 1
+    stage.parallel(stage.fuse(*loops[:n]) if n > 1 else loops[0])
 
 
 def vector_width(extent: int, lanes: int) -> int:
@@ -401,9 +416,7 @@ def _default_others(s: Schedule, plan: CpuPlan) -> None:
     for node in plan.graph.nodes:
         if id(node.tensor) in handled:
             continue
-        st = s[node.tensor]
-        if st.leaf_iter_vars and st.leaf_iter_vars[0].kind.value == "spatial":
-            st.parallel(st.leaf_iter_vars[0])
+        _parallel_root(s[node.tensor], plan.cores)
 
 
 def space_option(point: Point, name: str, default):
