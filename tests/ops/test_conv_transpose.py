@@ -143,11 +143,36 @@ def test_stages_and_flipped_kernel():
     # k=1, padding 0, stride 1: nothing to spread or pad
     w1 = tw.placeholder((4, 2, 1, 1), "float32", "w1")
     assert [t.name for t in collect_program(tw.ops.conv_transpose2d(x, w1)).stages] == ["conv_transpose2d"]
-    y = tw.ops.conv_transpose2d(x, w, b, stride=2, padding=1, name="up")
-    assert [t.name for t in collect_program(y).stages] == ["up_pad", "up_sum", "up"]
-    body = str(collect_program(y).by_name("up_sum").op.body)
-    assert "w[rc, o, 2 - rh, 2 - rw]" in body
-    assert "(h - 1) % 2 == 0" in str(collect_program(y).by_name("up_pad").op.body)
+    y = tw.ops.conv_transpose2d(x, w, b, stride=1, padding=1, name="same")
+    assert [t.name for t in collect_program(y).stages] == ["same_pad", "same_sum", "same"]
+    assert "w[rc, o, 2 - rh, 2 - rw]" in str(collect_program(y).by_name("same_sum").op.body)
+    # stride 2 with few outputs per phase: the spread input
+    y = tw.ops.conv_transpose2d(x, w, b, stride=2, padding=1, name="small")
+    assert [t.name for t in collect_program(y).stages] == ["small_pad", "small_sum", "small"]
+    assert "(h - 1) % 2 == 0" in str(collect_program(y).by_name("small_pad").op.body)
+    # with many: per output phase, no products with inserted zeros, ceil(3 / 2) = 2 taps per axis
+    big = tw.placeholder((1, 4, 20, 20), "float32", "big")
+    y = tw.ops.conv_transpose2d(big, w, b, stride=2, padding=1, name="up")
+    program = collect_program(y)
+    assert [t.name for t in program.stages] == ["up_pad", "up_wphase", "up_phases", "up_sum", "up"]
+    phases = program.by_name("up_phases")
+    assert [a.extent for a in phases.op.reduce_axis] == [4, 2, 2]
+    assert list(phases.shape) == [1, 2, 2, 2, 20, 20]  # [N, O, phase h, phase w, q h, q w]
+
+
+@pytest.mark.parametrize("size,k,stride,padding,output_padding,nsp", [
+    (5, 1, 3, 0, 0, 2), (5, 2, 3, 0, 2, 2), (6, 3, 2, 2, 1, 2), (4, 5, 3, 1, 2, 1), (7, 4, 2, 0, 1, 3),
+    (3, 3, 4, 0, 3, 1), (5, 7, 2, 3, 1, 2), (5, 3, 3, 2, 0, 1),
+])
+def test_phase_decomposition_matches_torch(rng, monkeypatch, size, k, stride, padding, output_padding, nsp):
+    """Every phase layout (kernel shorter than, equal to, longer than the stride; padding beyond
+    k - 1; output padding) against PyTorch, forced onto the phase path at small sizes."""
+    import tilewright.ops.conv_transpose as ct
+
+    monkeypatch.setattr(ct, "MIN_PHASE_POINTS", 1)
+    y = check_against_torch(rng, nsp, (2, 3) + (size,) * nsp, (3, 4) + (k,) * nsp, "float32", True,
+                            stride=stride, padding=padding, output_padding=output_padding)
+    assert any(t.name.endswith("_phases") for t in collect_program(y).stages)
 
 
 def _x(shape=(1, 4, 5, 5), dtype="float32"):
