@@ -373,8 +373,12 @@ def apply_cpu(outputs, plan: CpuPlan, point: Point) -> Schedule:
 def _parallel_root(stage, cores: int) -> None:
     """Run a root stage on every core: its leading loops fused until they hold a few
     iterations per core (a batch-1 padding copy's first loop has one)."""
-    loops = [a for a in stage.leaf_iter_vars if a.kind.value == "spatial"]
-    if not loops or loops[0] is not stage.leaf_iter_vars[0]:
+    loops = []
+    for a in stage.leaf_iter_vars:  # the leading run of spatial loops (fuse needs them adjacent)
+        if a.kind.value != "spatial":
+            break
+        loops.append(a)
+    if not loops:
         return
     n, work = 1, loops[0].extent
     while n < len(loops) and work < 4 * cores:
