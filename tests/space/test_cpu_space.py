@@ -78,12 +78,17 @@ def _check(out, inputs, kernel):
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
+def _host_with_lanes(lanes: int):
+    target = tw.as_target("cpu")
+    if target.vector_lanes(4) < lanes:
+        pytest.skip(f"the host has no {lanes}-lane fp32 vectors")
+    return target
+
+
 def test_default_vectorizes_output_channels_when_rows_are_short():
     """Rows of 5 hold no vector: the default vectorizes along output channels, packs the weights with
     channels innermost once per channel block, and keeps the accumulators in vector registers."""
-    target = tw.as_target("cpu")
-    if target.vector_lanes(4) < 4:
-        pytest.skip("the host has no 4-lane fp32 vectors")
+    target = _host_with_lanes(4)
     inputs, out = short_rows_conv()
     space, plan = cpu_space(out, target)
     p = default_point(space, plan)
@@ -123,9 +128,7 @@ def test_default_register_tile_reuses_operands():
     an image axis while its vector also runs along the image (every row would load its own
     input vector); a group conv's input channel o // 16 is one broadcast across an 8-lane vector
     along o (the dense conv's register tile) and the kernel's FMAs are vector statements."""
-    target = tw.as_target("cpu")
-    if target.vector_lanes(4) < 8:
-        pytest.skip("the host has no 8-lane fp32 vectors")
+    target = _host_with_lanes(8)
     x = tw.placeholder((1, 32, 16, 16), "float32", name="x")
     w = tw.placeholder((64, 32, 1, 1), "float32", name="w")
     out = tw.ops.conv2d(x, w)
@@ -154,9 +157,7 @@ def test_reduction_blocking_when_the_operand_panel_outgrows_l2():
     the unblocked variant is among the points measured first."""
     from dataclasses import replace
 
-    target = tw.as_target("cpu")
-    if target.vector_lanes(4) < 4:
-        pytest.skip("the host has no 4-lane fp32 vectors")
+    target = _host_with_lanes(4)
     small_l2 = replace(target, caches=((1, "Data", 8192), (2, "Unified", 16384)))
     x = tw.placeholder((1, 64, 10, 10), "float32", name="x")
     w = tw.placeholder((16, 64, 3, 3), "float32", name="w")
@@ -173,9 +174,7 @@ def test_gemv_default_sums_in_lanes_along_the_reduction():
     """A GEMV reads its matrix once: the default vectorizes along k (lane sums) with rows of one
     vector each and packs nothing; a GEMM (whose B the k loop indexes in its first dimension) has
     no such option."""
-    target = tw.as_target("cpu")
-    if target.vector_lanes(4) < 4:
-        pytest.skip("the host has no fp32 vectors of 4 lanes")
+    target = _host_with_lanes(4)
     inputs, out = gemv()
     space, plan = cpu_space(out, target)
     p = default_point(space, plan)

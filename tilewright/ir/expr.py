@@ -239,6 +239,12 @@ class Combiner:
     def dtype(self) -> DType:
         return self.identity.dtype
 
+    @property
+    def is_sum(self) -> bool:
+        """`lhs + rhs`: partial sums may be kept apart and added later (lane sums)."""
+        r = self.result
+        return isinstance(r, Binary) and r.op is BinOp.ADD and {id(r.a), id(r.b)} == {id(self.lhs), id(self.rhs)}
+
 
 @dataclass(frozen=True, eq=False, repr=False)
 class Reduce(Expr):

@@ -78,7 +78,7 @@ def _rewrite(loop: For, matches: list, n: int) -> Stmt:
         at = arith.binary(BinOp.ADD, arith.const(j * lanes, lane.dtype), lane)
         fresh = Var(f"{lane.name}_init", lane.dtype)
         init.append(replace(lane_loop, var=fresh, body=Store(
-            sums, (substitute(at, {lane: fresh}),), _zero(first.dtype))))
+            sums, (substitute(at, {lane: fresh}),), arith.const(0, first.dtype))))
         body.append(replace(lane_loop, body=Store(
             sums, (at,), arith.binary(BinOp.ADD, Load(sums, (at,), first.dtype), e))))
         total: Expr = Load(st.buffer, st.indices, st.buffer.dtype)
@@ -88,6 +88,3 @@ def _rewrite(loop: For, matches: list, n: int) -> Stmt:
         finish.append(Store(st.buffer, st.indices, total))
     return Allocate(sums, seq(*init, replace(loop, body=seq(*body)), *finish))
 
-
-def _zero(dtype) -> Expr:
-    return Const(0.0 if dtype.is_float else 0, dtype)

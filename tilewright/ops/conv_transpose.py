@@ -167,7 +167,7 @@ def phase_transpose(x: Tensor, w: Tensor, stride: Sequence[int], before: Sequenc
     kernel, sizes = w.shape[2:], x.shape[2:]
     taps = [-(-k // s) for k, s in zip(kernel, stride, strict=True)]
     blocks = [-(-o // s) for o, s in zip(out_spatial, stride, strict=True)]
-    offsets = [[(p + (b - p) % s - b) // s for p in range(s)] for s, b in zip(stride, before, strict=True)]
+    offsets = [[_phase_offset(p, s, b) for p in range(s)] for s, b in zip(stride, before, strict=True)]
     lo = [max(0, -min(off)) for off in offsets]
     hi = [max(0, q - 1 + t - 1 + max(off) + 1 - n)
           for q, t, off, n in zip(blocks, taps, offsets, sizes, strict=True)]
@@ -196,8 +196,7 @@ def phase_transpose(x: Tensor, w: Tensor, stride: Sequence[int], before: Sequenc
         ps, qs = pq[:nsp], pq[nsp:]
         pos = []
         for p, q, t, s, b, pad in zip(ps, qs, rt, stride, before, lo, strict=True):
-            off = (p + (b - p) % s - b) // s
-            pos.append(q + t + off + pad)
+            pos.append(q + t + _phase_offset(p, s, b) + pad)
         wi = [v for p, t in zip(ps, rt, strict=True) for v in (p, t)]
         return te_sum(data[(n, rc, *pos)] * wph[(rc, *wi, o)], axis=[rc, *rt])
 
@@ -211,3 +210,9 @@ def phase_transpose(x: Tensor, w: Tensor, stride: Sequence[int], before: Sequenc
 
     return compute((x.shape[0], w.shape[1], *out_spatial), named_axes(interleave, ("n", "o", *spatial)),
                    name=out_name)
+
+
+def _phase_offset(p, s: int, b: int):
+    """Input offset of output phase p (an int or an index expression): its first tap
+    r0 = (b - p) mod s lands on spread position p + r0 - b, a multiple of s."""
+    return (p + (b - p) % s - b) // s

@@ -197,15 +197,14 @@ class Stage:
         keeps a partial sum across the loop around it (unrolled loops between
         them are fine), added up after it (lower/lane_sums.py). Floating-point
         sums are reassociated, as in any vectorized sum."""
-        from ..ir.expr import Binary, BinOp, Reduce
+        from ..ir.expr import Reduce
 
         leaf = self._leaf(axis, "vectorize_sum")
         body = self.op.body if hasattr(self.op, "body") else None
         if leaf.kind is not AxisKind.REDUCE:
             raise ScheduleError(f"stage '{self.name}': vectorize_sum takes a reduce loop; '{leaf.name}' is spatial "
                                 f"(use vectorize)")
-        if not (isinstance(body, Reduce) and isinstance(body.combiner.result, Binary)
-                and body.combiner.result.op is BinOp.ADD):
+        if not (isinstance(body, Reduce) and body.combiner.is_sum):
             raise ScheduleError(f"stage '{self.name}': vectorize_sum needs a sum; this stage reduces with "
                                 f"'{getattr(getattr(body, 'combiner', None), 'name', '?')}'")
         self.loop_kinds[id(leaf)] = ForKind.VECTORIZED

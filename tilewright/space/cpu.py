@@ -159,14 +159,12 @@ def lane_reduce_loop(plan: CpuPlan):
     instead of a spatial loop (a GEMV's k): a sum whose every operand that the
     loop indexes has it alone, at unit stride, in its last dimension, so each
     lane keeps a partial sum of contiguous elements; None otherwise."""
-    from ..ir.expr import Binary, BinOp, Reduce
+    from ..ir.expr import Reduce
     from ..ir.traverse import free_vars
 
     body = plan.main.tensor.op.body
-    if plan.lanes < 4 or not plan.main.reduce or not isinstance(body, Reduce) or body.condition is not None:
-        return None
-    combine = body.combiner.result
-    if not (isinstance(combine, Binary) and combine.op is BinOp.ADD):
+    if (plan.lanes < 4 or not plan.main.reduce or not isinstance(body, Reduce) or body.condition is not None
+            or not body.combiner.is_sum):
         return None
     loop = plan.main.reduce[-1]
     axis = plan.main.tensor.op.reduce_axis[-1]
@@ -214,17 +212,18 @@ def _outer_loop_for(plan: CpuPlan, tensor, outer: list, order, nfuse: int, par):
     return par if deepest < nfuse or deepest >= len(outer) else outer[deepest]
 
 
-def _spatial_positions(plan: CpuPlan, tensor, exact: bool = False, width: int = 8) -> tuple[int, ...]:
+def _spatial_positions(plan: CpuPlan, tensor, exact: bool = False, width: int = 8,
+                       last_dim: bool = False) -> tuple[int, ...]:
     """Positions of the main node's spatial loops whose neighbouring iterations
     read different elements of `tensor`: a loop seen only through a division by
     a multiple of `width` (a group conv's o // 64) reads the same ones across an
     aligned tile of `width` (the vectorizer then broadcasts them). `exact`:
-    every loop the indices mention at all."""
+    every loop the indices mention at all; `last_dim`: in the last (contiguous) index only."""
     from ..ir.traverse import free_vars
 
     used: set[int] = set()
     for n in _loads(plan.main, tensor):
-        for i in n.indices:
+        for i in n.indices[-1:] if last_dim else n.indices:
             used |= {id(v) for v in free_vars(i)} if exact else _varying_vars(i, width)
     return tuple(p for p, a in enumerate(plan.main.tensor.op.axis) if id(a) in used)
 

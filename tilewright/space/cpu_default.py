@@ -73,8 +73,7 @@ def _lane_sum_point(space: Space, plan: CpuPlan) -> Point | None:
     row = next((lp for lp in reversed(sp) if lp.extent > 1), None)
     if row is not None:
         tiles[row.name] = max(f for f in range(1, min(8, plan.registers - 4) + 1) if row.extent % f == 0)
-    p = _point_for_tile(space, plan, (0, tiles, {lp.name: lp.extent for lp in sp}), lane=True)
-    return p
+    return _point_for_tile(space, plan, (0, tiles, {lp.name: lp.extent for lp in sp}), lane=True)
 
 
 def _wants_blocking(space: Space, plan: CpuPlan, tile: tuple[int, dict, dict]) -> bool:
@@ -224,7 +223,7 @@ def _register_tiles(space: Space, plan: CpuPlan) -> list[tuple[int, dict, dict]]
             # an operand the vector loop reaches only through a division by a multiple of the width is
             # the same across the vector: one broadcast (a group conv's input channel o // 64 * C + c)
             indexing = [(t, _spatial_positions(plan, t, width=min(width, plan.lanes))) for t in plan.main.inputs]
-            contiguity = [_last_dim_positions(plan, t) for t, _ in indexing]
+            contiguity = [_spatial_positions(plan, t, exact=True, last_dim=True) for t, _ in indexing]
             for rows in _row_splits(space, sp, others, budget):
                 tile = {n: f for n, (f, _) in rows.items()}
                 fmas = nvec * math.prod(tile.values())
@@ -268,14 +267,6 @@ def _row_splits(space: Space, sp, others: list[int], budget: int):
                     for fb in tiles_of(b):
                         if fa[0] * fb[0] <= budget:
                             yield {a: fa, b: fb}
-
-
-def _last_dim_positions(plan: CpuPlan, tensor) -> set[int]:
-    """Spatial loops that appear in the index of `tensor`'s last (contiguous) dimension."""
-    from ..ir.traverse import free_vars
-
-    used = {id(v) for n in _loads(plan.main, tensor) for v in free_vars(n.indices[-1])}
-    return {p for p, a in enumerate(plan.main.tensor.op.axis) if id(a) in used}
 
 
 def _vector_loads(plan: CpuPlan, tensor, vpos: int, nvec: int) -> int:
