@@ -177,6 +177,18 @@ def test_unroll_reduce_axis(rng):
     check_kernel(s, [A, B, C], rng)
 
 
+def test_no_unroll_keeps_reduce_loops_rolled(rng):
+    A, B, C = gemm(k=3)
+    s = tw.create_schedule(C)
+    (k,) = C.op.reduce_axis
+    s[C].no_unroll(k)
+    assert s[C].loop_kind(k).value == "rolled"
+    kernel = check_kernel(s, [A, B, C], rng)
+    assert "#pragma GCC unroll 1\n" in kernel.source and "for (int32_t k " in kernel.source
+    replayed = type(s.trace).from_json(s.trace.to_json()).replay([C])
+    assert replayed[C].loop_kind(replayed[C].leaf_iter_vars[-1]).value == "rolled"
+
+
 @pytest.mark.parametrize("extent", [4, 8, 16, 6, 7])
 def test_vectorize(rng, extent):
     A, B = elementwise((3, extent))

@@ -123,6 +123,27 @@ def test_heuristic_points_are_distinct_valid_and_start_with_the_default():
         assert len(set(points)) == len(points) and all(space.valid(p) for p in points)
 
 
+def test_reduce_loops_stay_rolled_around_a_register_tile_that_fills_the_registers():
+    """A tile whose accumulators leave fewer than ROLL_FREE_REGISTERS registers keeps the reduce
+    loops rolled (the compiler would spill sharing operands across unrolled copies); the other
+    choice is among the first points measured."""
+    from tilewright.space.cpu_default import ROLL_FREE_REGISTERS
+
+    target = _host_with_lanes(8)
+    for _inputs, out in (gemm(96, 64, 32), conv_bias_relu()):
+        space, plan = cpu_space(out, target)
+        p = default_point(space, plan)
+        vec = plan.main.spatial[space.knobs["vec_axis"].options[p["vec_axis"]]].name if "vec_axis" in \
+            space.knobs else plan.main.spatial[-1].name
+        tile = {lp.name: p[f"split.{lp.name}"][2] for lp in plan.main.spatial if f"split.{lp.name}" in space.knobs}
+        accumulators = np.prod(list(tile.values())) // plan.lanes if tile.get(vec, 1) >= plan.lanes else 0
+        assert p["rolled"] == int(accumulators > plan.registers - ROLL_FREE_REGISTERS)
+        assert {q["rolled"] for q in heuristic_points(space, plan)} == {0, 1}
+        kernel = tw.build(apply_cpu(out, plan, p), [*_inputs, out], target=target)
+        _check(out, _inputs, kernel)
+        assert ("#pragma GCC unroll 1" in kernel.source) == bool(p["rolled"])
+
+
 def test_default_register_tile_reuses_operands():
     """The modelled register tile shares loads across rows: a 1x1 conv's rows never run along
     an image axis while its vector also runs along the image (every row would load its own

@@ -179,6 +179,8 @@ class CCodeGen(CRenderer):
             return "#pragma omp simd"
         if s.kind is ForKind.UNROLLED:
             return "#pragma GCC unroll 64"
+        if s.kind is ForKind.ROLLED:
+            return "#pragma GCC unroll 1"
         return None
 
     def stmt_Allocate(self, s: Allocate) -> None:

@@ -19,6 +19,7 @@ class ForKind(enum.Enum):
     PARALLEL = "parallel"
     VECTORIZED = "vectorized"
     UNROLLED = "unrolled"
+    ROLLED = "rolled"  # serial, and the backend compiler is asked not to unroll it
 
 
 class Scope(enum.Enum):

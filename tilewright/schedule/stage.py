@@ -214,6 +214,13 @@ class Stage:
         """Replicate the body of `axis` once per iteration in the generated code."""
         self._annotate(axis, ForKind.UNROLLED, "unroll")
 
+    def no_unroll(self, axis: IterVar) -> None:
+        """Keep `axis` a rolled loop: the backend compiler may not unroll or
+        peel it. Around an unrolled register tile, a compiler that unrolls a
+        short reduce loop (a conv's 3-tap kernel window) shares loaded operands
+        across its copies and spills the tile's accumulators."""
+        self._annotate(axis, ForKind.ROLLED, "no_unroll")
+
     # ---- placement -----------------------------------------------------
     def compute_at(self, parent: Stage, axis: IterVar) -> None:
         """Compute this stage inside loop `axis` of `parent`, only the region

@@ -106,6 +106,7 @@ def cpu_space(outputs, target: Target) -> tuple[Space, CpuPlan]:
     if main.reduce:
         knobs.append(OrdinalKnob("reduce_inner", ("outside_rows", "inside_rows")))
         knobs.append(OrdinalKnob("reduce_block", (False, True)))
+        knobs.append(OrdinalKnob("rolled", (False, True)))
     if lane_reduce_loop(plan) is not None:
         knobs.append(OrdinalKnob("vec_reduce", (False, True)))
     vec_axes = vector_axes(plan)
@@ -339,6 +340,9 @@ def apply_cpu(outputs, plan: CpuPlan, point: Point) -> Schedule:
     if unroll:
         for ax in rows + ([] if lane_reduce else vec[:1]):
             M.unroll(ax)
+    if space_option(point, "rolled", 0):  # see Stage.no_unroll
+        for ax in r0s + r1s:
+            M.no_unroll(ax)
     if vec:
         (M.vectorize_sum if lane_reduce else M.vectorize)(vec[1])
 
