@@ -218,6 +218,29 @@ def test_vectorize_split_with_tail(rng):
     check_kernel(s, [A, B], rng)
 
 
+@pytest.mark.parametrize("pad", [(1, 1), (2, 0), (0, 3)])
+def test_padding_copy_splits_off_its_border(rng, pad):
+    """A vectorized padding copy's row becomes head, interior and tail loops; in the interior
+    no select depends on the row (each lane's condition is decided by the loop bounds)."""
+    from tilewright.ir.expr import Select
+    from tilewright.ir.stmt import For, Store
+    from tilewright.ir.stmt_functor import walk_stmt
+    from tilewright.ir.traverse import free_vars, walk
+
+    A = tw.placeholder((3, 5, 37), "float32", name="A")
+    P = tw.ops.pad(A, (pad[0], pad[1], 1, 1), name="P")
+    s = tw.create_schedule(P)
+    s[P].vectorize(P.op.axis[2])
+    kernel = check_kernel(s, [A, P], rng)
+    rows = [f for f in walk_stmt(tw.lower(s, [A, P]).body) if isinstance(f, For) and f.var.name == P.op.axis[2].name]
+    interior = next(f for f in rows if int(f.extent.value) == 37)
+    assert int(interior.begin.value) == pad[0]
+    row = interior.var
+    assert not any(isinstance(n, Select) and row in free_vars(n.cond) for st in walk_stmt(interior.body)
+                   if isinstance(st, Store) for n in walk(st.value))
+    assert "#pragma omp simd" in kernel.source
+
+
 def test_parallel(rng):
     A, B, C = gemm()
     s = tw.create_schedule(C)

@@ -368,14 +368,16 @@ def apply_cpu(outputs, plan: CpuPlan, point: Point) -> Schedule:
         elif choice == "outer":
             s[p.tensor].compute_at(A, outer_attach)
         else:
-            _parallel_root(s[p.tensor], plan.cores)
+            _parallel_root(s[p.tensor], plan.cores, plan.lanes)
     _default_others(s, plan)
     return s
 
 
-def _parallel_root(stage, cores: int) -> None:
+def _parallel_root(stage, cores: int, lanes: int) -> None:
     """Run a root stage on every core: its leading loops fused until they hold a few
-    iterations per core (a batch-1 padding copy's first loop has one)."""
+    iterations per core (a batch-1 padding copy's first loop has one); its innermost
+    loop vectorized when the rest is a copy (a padding copy's rows: the lowering
+    splits off the border, whose select picks zero, and the interior is a plain copy)."""
     loops = []
     for a in stage.leaf_iter_vars:  # the leading run of spatial loops (fuse needs them adjacent)
         if a.kind.value != "spatial":
@@ -383,11 +385,14 @@ def _parallel_root(stage, cores: int) -> None:
         loops.append(a)
     if not loops:
         return
+    copy = len(loops) == len(stage.leaf_iter_vars)
     n, work = 1, loops[0].extent
     while n < len(loops) and work < 4 * cores:
         work *= loops[n].extent
         n += 1
     stage.parallel(stage.fuse(*loops[:n]) if n > 1 else loops[0])
+    if copy and n < len(loops) and lanes > 1 and loops[-1].extent >= lanes:
+        stage.vectorize(loops[-1])
 
 
 def vector_width(extent: int, lanes: int) -> int:
@@ -423,7 +428,7 @@ def _default_others(s: Schedule, plan: CpuPlan) -> None:
     for node in plan.graph.nodes:
         if id(node.tensor) in handled:
             continue
-        _parallel_root(s[node.tensor], plan.cores)
+        _parallel_root(s[node.tensor], plan.cores, plan.lanes)
 
 
 def space_option(point: Point, name: str, default):

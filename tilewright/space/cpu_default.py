@@ -91,31 +91,53 @@ def _wants_blocking(space: Space, plan: CpuPlan, tile: tuple[int, dict, dict]) -
     return _panel_bytes(plan, vpos, tiles[plan.main.spatial[vpos].name]) > plan.l2_bytes // 2
 
 
+def _panels(plan: CpuPlan, vpos: int) -> list:
+    """Operands indexed by the vector loop and no other spatial loop (a conv's weights)."""
+    return [t for t in plan.main.inputs if vpos in _spatial_positions(plan, t, exact=True)
+            and not any(p != vpos for p in _spatial_positions(plan, t))]
+
+
 def _panel_bytes(plan: CpuPlan, vpos: int, width: int) -> int:
     """Bytes of the operand panel one vector block of outputs reads over the
     whole reduction (a conv's weights for 16 output channels: C * KH * KW * 16)."""
     reduce_points = math.prod(lp.extent for lp in plan.main.reduce)
-    panels = [t for t in plan.main.inputs if vpos in _spatial_positions(plan, t, exact=True)
-              and not any(p != vpos for p in _spatial_positions(plan, t))]
-    return max((reduce_points * width * t.dtype.bytes for t in panels), default=0)
+    return max((reduce_points * width * t.dtype.bytes for t in _panels(plan, vpos)), default=0)
+
+
+def _slab_loop(plan: CpuPlan, vpos: int):
+    """The reduce loop to block: the one indexing the panel's outermost dimension, so a
+    block is one contiguous slab of it (a bilinear form's w[m, k1, k2]: k1, not the
+    longer k2, whose blocks would be short strided pieces); the longest one otherwise."""
+    from ..ir.traverse import free_vars
+
+    loops = list(zip(plan.main.reduce, plan.main.tensor.op.reduce_axis))
+    best = None
+    for t in _panels(plan, vpos):
+        for n in _loads(plan.main, t):
+            for d, index in enumerate(n.indices):
+                hits = [lp for lp, axis in loops if axis in free_vars(index) and lp.extent > 1]
+                if hits and (best is None or d < best[0]):
+                    best = (d, max(hits, key=lambda lp: lp.extent))
+    return best[1] if best else max(plan.main.reduce, key=lambda lp: lp.extent)
 
 
 def _reduction_blocked(space: Space, plan: CpuPlan, p: Point, vpos: int, width: int) -> Point:
-    """`p` with the longest reduce loop blocked so one block of the operand panel
+    """`p` with one reduce loop (`_slab_loop`) blocked so one block of the operand panel
     fills about a quarter of L2, the other reduce loops inside, middle tiles as
     large as the L1 budget for accumulators allows, and the panel packed per block."""
     budget = max(32 * 1024, plan.l2_bytes // 4)
-    longest = max(plan.main.reduce, key=lambda lp: lp.extent)
-    rest = math.prod(lp.extent for lp in plan.main.reduce if lp is not longest)
+    blocked_loop = _slab_loop(plan, vpos)
+    rest = math.prod(lp.extent for lp in plan.main.reduce if lp is not blocked_loop)
     per_channel = rest * width * plan.main.tensor.dtype.bytes
-    inner = max((d for d in range(1, longest.extent + 1) if longest.extent % d == 0 and d * per_channel <= budget),
+    extent = blocked_loop.extent
+    inner = max((d for d in range(1, extent + 1) if extent % d == 0 and d * per_channel <= budget),
                 default=1)
     acc = BLOCK_ACC_BYTES // 2 // plan.main.tensor.dtype.bytes
     for lp in plan.main.spatial:
         acc //= max(1, p[f"split.{lp.name}"][2]) if f"split.{lp.name}" in space.knobs else 1
-    p = p.replace(f"split.{longest.name}", (longest.extent // inner, inner)).replace("reduce_block", 1)
+    p = p.replace(f"split.{blocked_loop.name}", (blocked_loop.extent // inner, inner)).replace("reduce_block", 1)
     for lp in plan.main.reduce:
-        if lp is not longest and f"split.{lp.name}" in space.knobs:
+        if lp is not blocked_loop and f"split.{lp.name}" in space.knobs:
             p = p.replace(f"split.{lp.name}", (1, lp.extent))
     for n in reversed(range(len(plan.main.spatial))):  # middle tiles, innermost loops first
         lp = plan.main.spatial[n]

@@ -34,9 +34,9 @@ int32_t kernel(float *restrict X, float *restrict W, float *restrict bias, float
             conv_sum[(((h_outer * 10) + (h_inner * 5)) + w)] = 0.0f;
             for (int32_t rc = 0; rc < 2; ++rc) {
               for (int32_t rh = 0; rh < 3; ++rh) {
-                for (int32_t rw = 0; rw < 3; ++rw) {
-                  conv_sum[(((h_outer * 10) + (h_inner * 5)) + w)] = (conv_sum[(((h_outer * 10) + (h_inner * 5)) + w)] + (((((((((h_outer * 2) + h_inner) + rh) - 1) >= 0) && (((w + rw) - 1) >= 0)) && (((w + rw) - 1) < 5)) ? X[(((((((rc * 25) + (h_outer * 10)) + (h_inner * 5)) + (rh * 5)) + w) + rw) - 6)] : 0.0f) * W[((((ax1 * 18) + (rc * 9)) + (rh * 3)) + rw)]));
-                }
+                conv_sum[(((h_outer * 10) + (h_inner * 5)) + w)] = (conv_sum[(((h_outer * 10) + (h_inner * 5)) + w)] + ((((((((h_outer * 2) + h_inner) + rh) - 1) >= 0) && ((w - 1) >= 0)) ? X[((((((rc * 25) + (h_outer * 10)) + (h_inner * 5)) + (rh * 5)) + w) - 6)] : 0.0f) * W[(((ax1 * 18) + (rc * 9)) + (rh * 3))]));
+                conv_sum[(((h_outer * 10) + (h_inner * 5)) + w)] = (conv_sum[(((h_outer * 10) + (h_inner * 5)) + w)] + (((((((h_outer * 2) + h_inner) + rh) - 1) >= 0) ? X[((((((rc * 25) + (h_outer * 10)) + (h_inner * 5)) + (rh * 5)) + w) - 5)] : 0.0f) * W[((((ax1 * 18) + (rc * 9)) + (rh * 3)) + 1)]));
+                conv_sum[(((h_outer * 10) + (h_inner * 5)) + w)] = (conv_sum[(((h_outer * 10) + (h_inner * 5)) + w)] + ((((((((h_outer * 2) + h_inner) + rh) - 1) >= 0) && ((w + 1) < 5)) ? X[((((((rc * 25) + (h_outer * 10)) + (h_inner * 5)) + (rh * 5)) + w) - 4)] : 0.0f) * W[((((ax1 * 18) + (rc * 9)) + (rh * 3)) + 2)]));
               }
             }
           }
@@ -46,9 +46,9 @@ int32_t kernel(float *restrict X, float *restrict W, float *restrict bias, float
         conv_sum[(w + 20)] = 0.0f;
         for (int32_t rc = 0; rc < 2; ++rc) {
           for (int32_t rh = 0; rh < 3; ++rh) {
-            for (int32_t rw = 0; rw < 3; ++rw) {
-              conv_sum[(w + 20)] = (conv_sum[(w + 20)] + ((((((rh + 3) < 5) && (((w + rw) - 1) >= 0)) && (((w + rw) - 1) < 5)) ? X[(((((rc * 25) + (rh * 5)) + w) + rw) + 14)] : 0.0f) * W[((((ax1 * 18) + (rc * 9)) + (rh * 3)) + rw)]));
-            }
+            conv_sum[(w + 20)] = (conv_sum[(w + 20)] + (((((rh + 3) < 5) && ((w - 1) >= 0)) ? X[((((rc * 25) + (rh * 5)) + w) + 14)] : 0.0f) * W[(((ax1 * 18) + (rc * 9)) + (rh * 3))]));
+            conv_sum[(w + 20)] = (conv_sum[(w + 20)] + ((((rh + 3) < 5) ? X[((((rc * 25) + (rh * 5)) + w) + 15)] : 0.0f) * W[((((ax1 * 18) + (rc * 9)) + (rh * 3)) + 1)]));
+            conv_sum[(w + 20)] = (conv_sum[(w + 20)] + (((((rh + 3) < 5) && ((w + 1) < 5)) ? X[((((rc * 25) + (rh * 5)) + w) + 16)] : 0.0f) * W[((((ax1 * 18) + (rc * 9)) + (rh * 3)) + 2)]));
           }
         }
       }
