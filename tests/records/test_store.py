@@ -22,6 +22,16 @@ def test_add_best_and_failed_records(tmp_path):
     assert Records(tmp_path / "r.sqlite").count() == 4
 
 
+def test_best_ranks_a_retimed_point_by_its_median(tmp_path):
+    """One flattering time does not outrank a point that stays fast when timed again."""
+    store = Records(tmp_path / "r.sqlite")
+    for n, cost in enumerate((1e-3, 3e-3, 3e-3)):
+        store.add(rec(cost, '{"lucky": 1}', t=n))
+    store.add(rec(2e-3, '{"steady": 1}', t=5))
+    best = store.best("w1", "t1", k=5)
+    assert [r.point for r in best] == ['{"steady": 1}', '{"lucky": 1}'] and best[1].cost == 3e-3
+
+
 def test_jsonl_export_import_merges_without_duplicates(tmp_path):
     a = Records(tmp_path / "a.sqlite")
     a.add(rec(1e-3, '{"x": 1}', t=1))

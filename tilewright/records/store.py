@@ -118,9 +118,15 @@ class Records:
         return self._rows(where, tuple(args))
 
     def best(self, workload: str, target: str, k: int = 1) -> list[Record]:
-        """The k fastest successful records of this workload on this target."""
-        return self._rows("WHERE workload = ? AND target = ? AND cost IS NOT NULL", (workload, target),
-                          order=f"cost LIMIT {int(k)}")
+        """The k fastest points of this workload on this target, one successful record
+        each: a point measured more than once ranks by its median record (a time a noisy
+        machine flattered once does not beat a point re-timed several times)."""
+        rows = self._rows("WHERE workload = ? AND target = ? AND cost IS NOT NULL", (workload, target))
+        by_point: dict[str, list[Record]] = {}
+        for r in rows:
+            by_point.setdefault(r.point, []).append(r)
+        medians = [sorted(rs, key=lambda r: r.cost)[(len(rs) - 1) // 2] for rs in by_point.values()]
+        return sorted(medians, key=lambda r: r.cost)[:max(0, int(k))]
 
     def workloads(self) -> list[tuple[str, str, str, int, float | None]]:
         """(workload, target, description, measurements, best cost) per tuned pair."""
