@@ -191,6 +191,24 @@ def test_reduction_blocking_when_the_operand_panel_outgrows_l2():
     _check(out, [x, w], kernel)
 
 
+def test_reduction_blocking_for_l1_when_one_channel_slab_fits():
+    """A 3x3 conv over 256 channels: the weight panel of one output-channel vector block
+    (256 x 9 x 16 x 4 B = 147 KB) outgrows 3 x L1 but fits L2, so the default blocks the
+    channel loop to a third of L1 and packs the panel once per outer block."""
+    from dataclasses import replace
+
+    target = _host_with_lanes(8)
+    caches = replace(target, caches=((1, "Data", 32 * 1024), (2, "Unified", 512 * 1024)))
+    x = tw.placeholder((1, 256, 12, 12), "float32", name="x")
+    w = tw.placeholder((32, 256, 3, 3), "float32", name="w")
+    out = tw.ops.conv2d(x, w, padding=1)
+    space, plan = cpu_space(out, caches)
+    p = default_point(space, plan)
+    block = p["split.rc"][1] * 9 * p["split.o"][2] * 4
+    assert p["reduce_block"] == 1 and block <= 32 * 1024 // 3 and p["pack.w"] == 1
+    _check(out, [x, w], tw.build(apply_cpu(out, plan, p), [x, w, out], target=target))
+
+
 def test_gemv_default_sums_in_lanes_along_the_reduction():
     """A GEMV reads its matrix once: the default vectorizes along k (lane sums) with rows of one
     vector each and packs nothing; a GEMM (whose B the k loop indexes in its first dimension) has

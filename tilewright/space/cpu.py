@@ -45,6 +45,7 @@ class CpuPlan:
     registers: int
     cores: int = 1
     l2_bytes: int = 512 * 1024
+    l1_bytes: int = 32 * 1024
 
 
 def _elementwise_reader(node: Node, consumer: Node) -> bool:
@@ -82,7 +83,7 @@ def make_plan(outputs, target: Target) -> CpuPlan:
         "float32", "float64", "int32", "int64", "int16", "int8", "uint8") else 1
     registers = target.vector_registers
     return CpuPlan(g, main, anchor, tuple(inlined), producers, packable, lanes, registers, target.cores,
-                   target.cache_bytes(2) or 512 * 1024)
+                   target.cache_bytes(2) or 512 * 1024, target.cache_bytes(1) or 32 * 1024)
 
 
 def _reduce_orders(n: int) -> tuple:
