@@ -150,11 +150,8 @@ def tune(tensors, target="cpu", trials: int = 200, method: str = "q", timeout: f
     early_stop = early_stop or max(60, trials // 2)
 
     for r in store.query(wkey, tkey):  # warm start: never measure a known point again
-        try:
-            p = Point.from_json(r.point)
-        except ValueError:
-            continue
-        if space.valid(p):
+        p = _valid_point(r, space)
+        if p is not None:
             strategy.observe([p], [r.cost])
     strategy.trials = 0
 
@@ -181,12 +178,7 @@ def tune(tensors, target="cpu", trials: int = 200, method: str = "q", timeout: f
             if not points:
                 logf.write("space exhausted\n")
                 break
-            schedules = []
-            for p in points:
-                try:
-                    schedules.append(apply_cpu(outputs, plan, p))
-                except TilewrightError as exc:
-                    schedules.append(exc)
+            schedules = _instantiate(outputs, plan, points)
             measured = measurer.measure(schedules)
             for p, s, m in zip(points, schedules, measured):
                 _record(store, wkey, tkey, p, s, m, method, seed, run_id, description)
@@ -225,31 +217,43 @@ FINALISTS, FINAL_ROUNDS = 3, 2
 def _retime_finalists(result: TuneResult, store: Records, tkey: str, measurer, record, logf) -> None:
     """Time the best few points of the records again and take the best of the
     records' per-point medians (`Records.best`), so the run and later builds agree."""
-    finalists = []
-    for r in store.best(result.workload, tkey, k=FINALISTS):
-        try:
-            p = Point.from_json(r.point)
-        except ValueError:
-            continue
-        if result.space.valid(p):
-            finalists.append(p)
+    def ranked():
+        for r in store.best(result.workload, tkey, k=FINALISTS):
+            p = _valid_point(r, result.space)
+            if p is not None:
+                yield p, r
+
+    finalists = [p for p, _ in ranked()]
     if len(finalists) < 2:
         return
+    schedules = _instantiate(result.outputs, result.plan, finalists)
     for _ in range(FINAL_ROUNDS):
-        schedules = []
-        for p in finalists:
-            try:
-                schedules.append(apply_cpu(result.outputs, result.plan, p))
-            except TilewrightError as exc:  # recorded as a failed measurement, like any candidate's
-                schedules.append(exc)
         for p, sched, m in zip(finalists, schedules, measurer.measure(schedules)):
             record(p, sched, m)
-    for r in store.best(result.workload, tkey, k=FINALISTS):
+    now = list(ranked())
+    for _, r in now:
         logf.write(f"finalist\t{r.cost:.6g} (median record)\t{r.point}\n")
-        p = Point.from_json(r.point)
-        if result.space.valid(p):
-            result.best_point, result.best_cost = p, r.cost
-            break
+    result.best_point, result.best_cost = now[0][0], now[0][1].cost
+
+
+def _instantiate(outputs, plan, points) -> list:
+    """The schedule of each point, or the error that stopped it (measured as a failure)."""
+    out = []
+    for p in points:
+        try:
+            out.append(apply_cpu(outputs, plan, p))
+        except TilewrightError as exc:
+            out.append(exc)
+    return out
+
+
+def _valid_point(record: Record, space) -> Point | None:
+    """A record's point when it parses and lies in this space (records outlive space changes)."""
+    try:
+        p = Point.from_json(record.point)
+    except ValueError:
+        return None
+    return p if space.valid(p) else None
 
 
 def best_schedule(tensors, target):
@@ -262,8 +266,8 @@ def best_schedule(tensors, target):
     store = active_records()
     if store is not None:
         for r in store.best(workload_key(outputs), tgt.key, k=5):
-            p = Point.from_json(r.point)
-            if space.valid(p):
+            p = _valid_point(r, space)
+            if p is not None:
                 return apply_cpu(outputs, plan, p)
     return apply_cpu(outputs, plan, default_point(space, plan))
 

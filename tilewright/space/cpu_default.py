@@ -172,8 +172,7 @@ def _accumulators(plan: CpuPlan, tiles: dict, vpos: int) -> int:
     sp = plan.main.spatial
     if not sp:
         return 1
-    width = tiles[sp[vpos].name]
-    return math.prod(tiles[lp.name] for lp in sp) // max(1, width) * max(1, width // plan.lanes)
+    return math.prod(tiles[lp.name] for lp in sp) // vector_width(tiles[sp[vpos].name], plan.lanes)
 
 
 def _point_for_tile(space: Space, plan: CpuPlan, tile: tuple[int, dict, dict],
