@@ -62,8 +62,9 @@ def test_warm_start_never_remeasures_and_build_uses_records(tmp_path):
     first = tw.tune(gemm(), trials=6, seed=0, records=path, progress=False)
     second = tw.tune(gemm(), trials=6, seed=5, records=path, progress=False)
     assert not {t.point for t in first.history} & {t.point for t in second.history}
-    retimed = 2 * FINALISTS * FINAL_ROUNDS  # each run times its best few points again
-    assert Records(path).count() == 12 + retimed
+    # each run times its best few points again, and the default when it is not among them
+    low, high = 2 * FINALISTS * FINAL_ROUNDS, 2 * (FINALISTS + 1) * FINAL_ROUNDS
+    assert 12 + low <= Records(path).count() <= 12 + high
     best = Records(path).best(first.workload, first.target.key)[0]
     assert second.best_point.to_json() == best.point and second.best_cost == best.cost
     tensors = gemm()

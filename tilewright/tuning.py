@@ -201,7 +201,7 @@ def tune(tensors, target="cpu", trials: int = 200, method: str = "q", timeout: f
                 logf.write(f"early stop: no improvement in {early_stop} trials\n")
                 break
         _retime_finalists(result, store, tkey, measurer, lambda p, s, m: _record(
-            store, wkey, tkey, p, s, m, method, seed, run_id, description), logf)
+            store, wkey, tkey, p, s, m, method, seed, run_id, description), logf, default)
     bar.done()
     logf.close()
     if result.best_point is None and strategy.best[0] is not None:  # all from records
@@ -214,25 +214,31 @@ def tune(tensors, target="cpu", trials: int = 200, method: str = "q", timeout: f
 FINALISTS, FINAL_ROUNDS = 3, 2
 
 
-def _retime_finalists(result: TuneResult, store: Records, tkey: str, measurer, record, logf) -> None:
-    """Time the best few points of the records again and take the best of the
-    records' per-point medians (`Records.best`), so the run and later builds agree."""
-    def ranked():
-        for r in store.best(result.workload, tkey, k=FINALISTS):
+def _retime_finalists(result: TuneResult, store: Records, tkey: str, measurer, record, logf, default) -> None:
+    """Time the best few points of the records, and the default, again and take the best
+    of the records' per-point medians (`Records.best`), so the run and later builds agree.
+    The default's cost becomes its median too: tuned and untuned are compared like with like."""
+    def ranked(k):
+        for r in store.best(result.workload, tkey, k=k):
             p = _valid_point(r, result.space)
             if p is not None:
                 yield p, r
 
-    finalists = [p for p, _ in ranked()]
+    finalists = [p for p, _ in ranked(FINALISTS)]
+    if math.isfinite(result.default_cost) and default not in finalists:
+        finalists.append(default)
     if len(finalists) < 2:
         return
     schedules = _instantiate(result.outputs, result.plan, finalists)
     for _ in range(FINAL_ROUNDS):
         for p, sched, m in zip(finalists, schedules, measurer.measure(schedules)):
             record(p, sched, m)
-    now = list(ranked())
-    for _, r in now:
-        logf.write(f"finalist\t{r.cost:.6g} (median record)\t{r.point}\n")
+    now = list(ranked(k=10**9))  # every point: the default may rank anywhere
+    for p, r in now:
+        if p in finalists:
+            logf.write(f"finalist\t{r.cost:.6g} (median record)\t{r.point}\n")
+        if p == default:
+            result.default_cost = r.cost
     result.best_point, result.best_cost = now[0][0], now[0][1].cost
 
 
