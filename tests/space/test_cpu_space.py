@@ -46,7 +46,14 @@ def gemv(m=36, k=64):
     return [A, x], tw.ops.mv(A, x)
 
 
-@pytest.mark.parametrize("program", [gemm, conv_bias_relu, depthwise, gemv])
+def conv1x1_bias_relu():  # scheduled with (h, w) merged into one axis (analysis/axis_merge.py)
+    x = tw.placeholder((1, 16, 5, 7), "float32", name="x")
+    w = tw.placeholder((24, 16, 1, 1), "float32", name="w")
+    b = tw.placeholder((24,), "float32", name="b")
+    return [x, w, b], tw.ops.relu(tw.ops.conv2d(x, w, b))
+
+
+@pytest.mark.parametrize("program", [gemm, conv_bias_relu, depthwise, gemv, conv1x1_bias_relu])
 def test_random_points_build_correct_kernels(program):
     target = tw.as_target("cpu")
     inputs, out = program()

@@ -29,6 +29,12 @@ class LoweredFunc:
     name: str
     args: tuple[Buffer, ...]
     body: Stmt
+    # the shapes callers pass, where an argument is a view with merged dimensions (Schedule.views)
+    arg_shapes: tuple[tuple[int, ...], ...] = ()
+
+    @property
+    def caller_shapes(self) -> tuple[tuple[int, ...], ...]:
+        return self.arg_shapes or tuple(tuple(b.shape) for b in self.args)
 
     def __str__(self) -> str:
         from ..ir.stmt_printer import stmt_str
@@ -80,7 +86,8 @@ def _check_args(s: Schedule, args) -> tuple:
 
 
 def lower(s: Schedule, args, name: str = "kernel", passes: bool = True) -> LoweredFunc:
-    args = _check_args(s, args)
+    caller = tuple(tuple(t.shape) for t in as_tensor_list(args, "args"))
+    args = _check_args(s, [s.views.get(id(t), t) for t in as_tensor_list(args, "args")])
     ctx = LowerContext(_inline_bodies(s))
     for t in args:
         ctx.buffers[id(t)] = Buffer(t.name, tuple(t.shape), t.dtype, Scope.GLOBAL)
@@ -109,7 +116,7 @@ def lower(s: Schedule, args, name: str = "kernel", passes: bool = True) -> Lower
     body = seq(*[make_nest(st, ctx) for st in staged if st.attach is AttachKind.ROOT])
     for buf in allocs:
         body = Allocate(buf, body)
-    func = LoweredFunc(name, tuple(ctx.buffers[id(t)] for t in args), body)
+    func = LoweredFunc(name, tuple(ctx.buffers[id(t)] for t in args), body, caller)
     return run_passes(func) if passes else func
 
 

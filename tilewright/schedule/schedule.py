@@ -43,6 +43,9 @@ class Schedule:
         self.outputs = as_tensor_list(outputs)
         self.program = collect_program(self.outputs)
         self.trace = Trace()
+        # id(a caller's tensor) -> the tensor of this program over the same memory with merged
+        # dimensions (analysis/axis_merge.py); lowering binds caller arguments through it
+        self.views: dict = {}
         self.stages: list[Stage] = []
         used: set[str] = {t.name for t in self.program.inputs}
         for t in self.program.stages:

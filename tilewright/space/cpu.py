@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from ..analysis.axis_merge import merge_contiguous_axes
 from ..analysis.graph import MiniGraph, Node, analyze, is_placeholder
 from ..ir.expr import Load
 from ..schedule import Schedule, create_schedule
 from ..targets import Target
+from ..te.program import as_tensor_list
 from .knobs import OrdinalKnob, SplitKnob, split_totals
 from .space import Point, Space
 
@@ -46,6 +48,8 @@ class CpuPlan:
     cores: int = 1
     l2_bytes: int = 512 * 1024
     l1_bytes: int = 32 * 1024
+    outputs: tuple = ()  # the program scheduled: the caller's, or it with contiguous axes merged
+    views: dict = field(default_factory=dict)  # Schedule.views for the merged program
 
 
 def _elementwise_reader(node: Node, consumer: Node) -> bool:
@@ -66,6 +70,10 @@ def _loads(consumer: Node, tensor) -> list[Load]:
 
 
 def make_plan(outputs, target: Target) -> CpuPlan:
+    outputs = as_tensor_list(outputs, "outputs")
+    merged = merge_contiguous_axes(outputs)
+    if merged is not None:
+        outputs = merged.outputs
     g = analyze(outputs)
     main = g.main
     anchor, inlined = main, []
@@ -83,7 +91,8 @@ def make_plan(outputs, target: Target) -> CpuPlan:
         "float32", "float64", "int32", "int64", "int16", "int8", "uint8") else 1
     registers = target.vector_registers
     return CpuPlan(g, main, anchor, tuple(inlined), producers, packable, lanes, registers, target.cores,
-                   target.cache_bytes(2) or 512 * 1024, target.cache_bytes(1) or 32 * 1024)
+                   target.cache_bytes(2) or 512 * 1024, target.cache_bytes(1) or 32 * 1024, tuple(outputs),
+                   merged.views if merged is not None else {})
 
 
 def _reduce_orders(n: int) -> tuple:
@@ -251,7 +260,9 @@ def _tile_factor(point: Point, loop) -> int:
 
 
 def apply_cpu(outputs, plan: CpuPlan, point: Point) -> Schedule:
-    s = create_schedule(outputs)
+    """The schedule of `point` for the plan's program (`outputs`, or the plan's rewrite of it)."""
+    s = create_schedule(list(plan.outputs) or outputs)
+    s.views = dict(plan.views)
     main = plan.main
     if plan.anchor is main:
         anchor_t = main.tensor
