@@ -46,8 +46,7 @@ def merge_contiguous_axes(outputs) -> MergedProgram | None:
                 break
         else:
             break
-    views = {id(t): now[id(t)] for t in originals
-             if (isinstance(t.op, PlaceholderOp) or t is outputs[0]) and now[id(t)].shape != t.shape}
+    views = {id(t): now[id(t)] for t in originals if now[id(t)].shape != t.shape}
     return MergedProgram([now[id(outputs[0])]], views) if views else None
 
 
