@@ -40,7 +40,7 @@ def test_a_1x1_conv_with_its_epilogue_becomes_a_matrix_product_over_rows_times_c
                np.zeros(24, np.float32), np.zeros((1, 24, 5, 7), np.float32))
 
 
-@pytest.mark.parametrize("case", ["padded", "3x3", "gemm", "transposed_read"])
+@pytest.mark.parametrize("case", ["padded", "3x3", "gemm", "transposed_read", "fixed_read"])
 def test_axes_stay_apart_where_some_access_is_not_contiguous(case):
     if case == "padded":  # the padding's condition uses h and w on their own
         _, out = conv1x1_bias_relu(padding=1)
@@ -49,7 +49,10 @@ def test_axes_stay_apart_where_some_access_is_not_contiguous(case):
         out = tw.ops.conv2d(x, tw.placeholder((8, 4, 3, 3), "float32", name="w"), padding=1)
     elif case == "gemm":  # A[i, k] * B[k, j]: i and j index different tensors
         out = tw.ops.matmul(tw.placeholder((8, 4), "float32", name="A"), tw.placeholder((4, 8), "float32", name="B"))
-    else:
+    elif case == "transposed_read":
         a = tw.placeholder((6, 6), "float32", name="a")
         out = tw.compute((6, 6), lambda i, j: a[i, j] + a[j, i], name="sym")
+    else:  # a[i, j] merges, but a[2, 3] reads the same tensor at a fixed element
+        a = tw.placeholder((6, 6), "float32", name="a")
+        out = tw.compute((6, 6), lambda i, j: a[i, j] * a[2, 3], name="scaled")
     assert merge_contiguous_axes(out) is None

@@ -104,9 +104,13 @@ def _propagate(outputs, q: int) -> dict | None:
                 todo.append(u)
         if matched != uses:  # the axes are used outside plain load indices (a condition, arithmetic)
             return None
-    for t in _tensors(outputs):  # every reader of a merged tensor is merged too
-        if isinstance(t.op, ComputeOp) and id(t) not in want:
-            if any(id(u) in want for u in t.op.input_tensors):
+    for t in _tensors(outputs):  # every read of a merged tensor walks the merged pair of its reader
+        if not isinstance(t.op, ComputeOp):
+            continue
+        pair = (t.op.axis[want[id(t)]], t.op.axis[want[id(t)] + 1]) if id(t) in want else None
+        for load in (n for n in walk(_effective_body(t.op)) if isinstance(n, Load) and id(n.tensor) in want):
+            d = want[id(load.tensor)]
+            if pair is None or load.indices[d] is not pair[0] or load.indices[d + 1] is not pair[1]:
                 return None
     return want
 
