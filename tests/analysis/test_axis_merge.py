@@ -1,5 +1,6 @@
 import numpy as np
 import pytest
+from oracle import check_kernel
 
 import tilewright as tw
 from tilewright.analysis.axis_merge import merge_contiguous_axes
@@ -14,15 +15,7 @@ def conv1x1_bias_relu(padding=0):
     return [x, w, b], tw.ops.relu(tw.ops.conv2d(x, w, b, padding=padding))
 
 
-def _run(inputs, out, kernel):
-    rng = np.random.default_rng(0)
-    arrays = [rng.standard_normal(t.shape, dtype=np.float32) for t in inputs]
-    got = np.zeros(out.shape, np.float32)
-    kernel(*arrays, got)
-    np.testing.assert_allclose(got, tw.evaluate(out, dict(zip(inputs, arrays))), rtol=1e-4, atol=1e-4)
-
-
-def test_a_1x1_conv_with_its_epilogue_becomes_a_matrix_product_over_rows_times_columns():
+def test_a_1x1_conv_with_its_epilogue_becomes_a_matrix_product_over_rows_times_columns(rng):
     inputs, out = conv1x1_bias_relu()
     merged = merge_contiguous_axes(out)
     assert merged is not None
@@ -33,8 +26,7 @@ def test_a_1x1_conv_with_its_epilogue_becomes_a_matrix_product_over_rows_times_c
     assert id(w) not in merged.views and id(b) not in merged.views  # read without the merged axes
     space, plan = cpu_space(out, tw.as_target("cpu"))
     assert [lp.extent for lp in plan.main.spatial] == [1, 24, 35] and not plan.main.reduce[1:]
-    kernel = tw.build(apply_cpu(out, plan, default_point(space, plan)), [*inputs, out])
-    _run(inputs, out, kernel)  # called with the caller's 4-D arrays
+    kernel = check_kernel(apply_cpu(out, plan, default_point(space, plan)), [*inputs, out], rng)  # 4-D arrays
     with pytest.raises(MeasureError, match=r"shape \[1, 16, 35\], expected \[1, 16, 5, 7\]"):
         kernel(np.zeros((1, 16, 35), np.float32), np.zeros((24, 16, 1, 1), np.float32),
                np.zeros(24, np.float32), np.zeros((1, 24, 5, 7), np.float32))

@@ -22,6 +22,7 @@ from ..te.tensor import PlaceholderOp
 from .bound import Region
 from .nest import LowerContext, infer_region, make_frame, make_nest, stage_buffer
 from .passes import run_passes
+from .zero_taps import zero_box
 
 
 @dataclass(frozen=True, eq=False)
@@ -117,7 +118,14 @@ def lower(s: Schedule, args, name: str = "kernel", passes: bool = True) -> Lower
     for buf in allocs:
         body = Allocate(buf, body)
     func = LoweredFunc(name, tuple(ctx.buffers[id(t)] for t in args), body, caller)
-    return run_passes(func) if passes else func
+    boxes = {}
+    for st in staged:  # root padding copies: their buffers are zero outside a box
+        buf = ctx.buffers.get(id(st.tensor))
+        if st.attach is AttachKind.ROOT and buf is not None and buf.perm is None:
+            box = zero_box(st.op, st.tensor.shape)
+            if box:
+                boxes[id(buf)] = box
+    return run_passes(func, boxes) if passes else func
 
 
 def _attach_leaf(parent: Stage, axis):

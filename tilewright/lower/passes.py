@@ -13,10 +13,11 @@ from .unroll import unroll
 from .vectorize import vectorize
 from .verify import verify
 from .widen import widen_indices
+from .zero_taps import skip_zero_taps
 
 
-def run_passes(func):
-    body = flatten(func.body)
+def run_passes(func, zero_boxes: dict | None = None):
+    body = flatten(skip_zero_taps(func.body, zero_boxes or {}))
     body = simplify_stmt(body) or Seq(())
     body = partition(body)
     body = simplify_stmt(body) or Seq(())
