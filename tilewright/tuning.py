@@ -8,6 +8,7 @@ search (a rerun resumes an interrupted one without re-measuring anything)."""
 from __future__ import annotations
 
 import math
+import statistics
 import sys
 import time
 import uuid
@@ -230,15 +231,17 @@ def _retime_finalists(result: TuneResult, store: Records, tkey: str, measurer, r
     if len(finalists) < 2:
         return
     schedules = _instantiate(result.outputs, result.plan, finalists)
+    default_costs = [result.default_cost] if math.isfinite(result.default_cost) else []
     for _ in range(FINAL_ROUNDS):
         for p, sched, m in zip(finalists, schedules, measurer.measure(schedules)):
             record(p, sched, m)
-    now = list(ranked(k=10**9))  # every point: the default may rank anywhere
-    for p, r in now:
-        if p in finalists:
-            logf.write(f"finalist\t{r.cost:.6g} (median record)\t{r.point}\n")
-        if p == default:
-            result.default_cost = r.cost
+            if p == default and m.ok:
+                default_costs.append(m.cost)
+    if default_costs:  # this run's times of the default, not older runs' records of it
+        result.default_cost = statistics.median_low(default_costs)
+    now = list(ranked(FINALISTS))
+    for _, r in now:
+        logf.write(f"finalist\t{r.cost:.6g} (median record)\t{r.point}\n")
     result.best_point, result.best_cost = now[0][0], now[0][1].cost
 
 

@@ -48,3 +48,24 @@ def test_axes_stay_apart_where_some_access_is_not_contiguous(case):
         a = tw.placeholder((6, 6), "float32", name="a")
         out = tw.compute((6, 6), lambda i, j: a[i, j] * a[2, 3], name="scaled")
     assert merge_contiguous_axes(out) is None
+
+
+def test_caller_tensors_still_name_stages_and_arguments_after_the_merge(rng):
+    # sc keeps its shape but is rebuilt; passing it as an argument must still bind
+    x = tw.placeholder((2, 4, 3, 5), "float32", name="x")
+    B = tw.placeholder((4, 6), "float32", name="B")
+    k = tw.reduce_axis(6, "k")
+    sc = tw.compute((4,), lambda c: tw.sum(B[c, k], axis=k), name="sc")
+    out = tw.compute((2, 4, 3, 5), lambda n, c, h, w: x[n, c, h, w] * sc[c], name="out")
+    space, plan = cpu_space(out, tw.as_target("cpu"))
+    assert [lp.extent for lp in plan.main.spatial] == [2, 4, 15]  # out, merged, does the most arithmetic
+    s = apply_cpu(out, plan, default_point(space, plan))
+    assert s[out].tensor.shape == (2, 4, 15) and s.stage_of(sc) is not None
+    kernel = tw.build(s, [x, B, sc, out])
+    xs, bs = rng.standard_normal(x.shape, dtype=np.float32), rng.standard_normal(B.shape, dtype=np.float32)
+    got_sc, got = np.zeros(4, np.float32), np.zeros(out.shape, np.float32)
+    kernel(xs, bs, got_sc, got)
+    want_sc, want = tw.evaluate([sc, out], {x: xs, B: bs})
+    np.testing.assert_allclose(got_sc, want_sc, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    assert "(caller's shape [2, 4, 3, 5])" in str(tw.lower(s, [x, B, sc, out]))

@@ -25,7 +25,8 @@ from ..te.tensor import ComputeOp, PlaceholderOp, Tensor
 @dataclass(frozen=True)
 class MergedProgram:
     outputs: list
-    views: dict  # id(original argument tensor) -> its tensor in the merged program (same memory)
+    views: dict  # id(original tensor) -> its tensor in the merged program (same memory)
+    originals: tuple  # the caller's tensors, kept alive while their ids key `views`
 
 
 def merge_contiguous_axes(outputs) -> MergedProgram | None:
@@ -46,8 +47,11 @@ def merge_contiguous_axes(outputs) -> MergedProgram | None:
                 break
         else:
             break
-    views = {id(t): now[id(t)] for t in originals if now[id(t)].shape != t.shape}
-    return MergedProgram([now[id(outputs[0])]], views) if views else None
+    if all(now[id(t)].shape == t.shape for t in originals):
+        return None
+    # every rebuilt tensor, merged or not: an intermediate passed as an argument binds through it too
+    views = {id(t): now[id(t)] for t in originals if now[id(t)] is not t}
+    return MergedProgram([now[id(outputs[0])]], views, tuple(originals))
 
 
 def _tensors(outputs) -> list[Tensor]:

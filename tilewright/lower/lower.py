@@ -40,7 +40,11 @@ class LoweredFunc:
     def __str__(self) -> str:
         from ..ir.stmt_printer import stmt_str
 
-        sig = ", ".join(f"{b.name}: {b.dtype}[{', '.join(map(str, b.shape))}]" for b in self.args)
+        def arg(b, caller):
+            shape = f"{b.dtype}[{', '.join(map(str, b.shape))}]"
+            return f"{b.name}: {shape}" + (f" (caller's shape {list(caller)})" if tuple(b.shape) != caller else "")
+
+        sig = ", ".join(arg(b, c) for b, c in zip(self.args, self.caller_shapes))
         return f"def {self.name}({sig}):\n" + stmt_str(self.body, 1)
 
 

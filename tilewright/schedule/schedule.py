@@ -46,6 +46,7 @@ class Schedule:
         # id(a caller's tensor) -> the tensor of this program over the same memory with merged
         # dimensions (analysis/axis_merge.py); lowering binds caller arguments through it
         self.views: dict = {}
+        self.view_originals: tuple = ()  # keeps the tensors whose ids key `views` alive
         self.stages: list[Stage] = []
         used: set[str] = {t.name for t in self.program.inputs}
         for t in self.program.stages:
@@ -57,6 +58,7 @@ class Schedule:
 
     # ---- lookup ----------------------------------------------------------
     def __getitem__(self, key) -> Stage:
+        key = self.views.get(id(key), key)
         for st in self.stages:
             if key is st or key is st.tensor or key is st.op or key is st.tensor.op:
                 return st
@@ -70,6 +72,7 @@ class Schedule:
         raise ScheduleError(f"no stage for {name!r} in this schedule; stages are {[s.name for s in self.stages]}")
 
     def stage_of(self, tensor) -> Stage | None:
+        tensor = self.views.get(id(tensor), tensor)
         for st in self.stages:
             if tensor is st.tensor:
                 return st

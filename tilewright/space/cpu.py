@@ -50,6 +50,7 @@ class CpuPlan:
     l1_bytes: int = 32 * 1024
     outputs: tuple = ()  # the program scheduled: the caller's, or it with contiguous axes merged
     views: dict = field(default_factory=dict)  # Schedule.views for the merged program
+    originals: tuple = ()  # the caller's tensors whose ids key `views`
 
 
 def _elementwise_reader(node: Node, consumer: Node) -> bool:
@@ -92,7 +93,7 @@ def make_plan(outputs, target: Target) -> CpuPlan:
     registers = target.vector_registers
     return CpuPlan(g, main, anchor, tuple(inlined), producers, packable, lanes, registers, target.cores,
                    target.cache_bytes(2) or 512 * 1024, target.cache_bytes(1) or 32 * 1024, tuple(outputs),
-                   merged.views if merged is not None else {})
+                   merged.views if merged is not None else {}, merged.originals if merged is not None else ())
 
 
 def _reduce_orders(n: int) -> tuple:
@@ -262,7 +263,7 @@ def _tile_factor(point: Point, loop) -> int:
 def apply_cpu(outputs, plan: CpuPlan, point: Point) -> Schedule:
     """The schedule of `point` for the plan's program (`outputs`, or the plan's rewrite of it)."""
     s = create_schedule(list(plan.outputs) or outputs)
-    s.views = dict(plan.views)
+    s.views, s.view_originals = dict(plan.views), plan.originals
     main = plan.main
     if plan.anchor is main:
         anchor_t = main.tensor
