@@ -219,13 +219,13 @@ def _retime_finalists(result: TuneResult, store: Records, tkey: str, measurer, r
     """Time the best few points of the records, and the default, again and take the best
     of the records' per-point medians (`Records.best`), so the run and later builds agree.
     The default's cost becomes its median too: tuned and untuned are compared like with like."""
-    def ranked(k):
-        for r in store.best(result.workload, tkey, k=k):
+    def ranked():
+        for r in store.best(result.workload, tkey, k=FINALISTS):
             p = _valid_point(r, result.space)
             if p is not None:
                 yield p, r
 
-    finalists = [p for p, _ in ranked(FINALISTS)]
+    finalists = [p for p, _ in ranked()]
     if math.isfinite(result.default_cost) and default not in finalists:
         finalists.append(default)
     if len(finalists) < 2:
@@ -239,7 +239,7 @@ def _retime_finalists(result: TuneResult, store: Records, tkey: str, measurer, r
                 default_costs.append(m.cost)
     if default_costs:  # this run's times of the default, not older runs' records of it
         result.default_cost = statistics.median_low(default_costs)
-    now = list(ranked(FINALISTS))
+    now = list(ranked())
     for _, r in now:
         logf.write(f"finalist\t{r.cost:.6g} (median record)\t{r.point}\n")
     result.best_point, result.best_cost = now[0][0], now[0][1].cost

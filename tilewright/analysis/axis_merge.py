@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from ..ir.expr import Const, Expr, IterVar, Load, Reduce, Var
 from ..ir.traverse import loaded_tensors, substitute, transform, walk
 from ..lower.simplify import simplify
-from ..te.program import as_tensor_list
+from ..te.program import as_tensor_list, collect_program
 from ..te.tensor import ComputeOp, PlaceholderOp, Tensor
 
 
@@ -54,21 +54,9 @@ def merge_contiguous_axes(outputs) -> MergedProgram | None:
     return MergedProgram([now[id(outputs[0])]], views, tuple(originals))
 
 
-def _tensors(outputs) -> list[Tensor]:
+def _tensors(outputs) -> tuple[Tensor, ...]:
     """Every tensor of the program, producers before consumers."""
-    order, seen = [], set()
-
-    def visit(t):
-        if id(t) in seen:
-            return
-        seen.add(id(t))
-        for u in getattr(t.op, "input_tensors", ()):
-            visit(u)
-        order.append(t)
-
-    for o in outputs:
-        visit(o)
-    return order
+    return collect_program(outputs).tensors
 
 
 def _effective_body(op: ComputeOp) -> Expr:

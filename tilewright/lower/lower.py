@@ -91,8 +91,9 @@ def _check_args(s: Schedule, args) -> tuple:
 
 
 def lower(s: Schedule, args, name: str = "kernel", passes: bool = True) -> LoweredFunc:
-    caller = tuple(tuple(t.shape) for t in as_tensor_list(args, "args"))
-    args = _check_args(s, [s.views.get(id(t), t) for t in as_tensor_list(args, "args")])
+    args = as_tensor_list(args, "args")
+    caller = tuple(tuple(t.shape) for t in args)
+    args = _check_args(s, [s.views.get(id(t), t) for t in args])
     ctx = LowerContext(_inline_bodies(s))
     for t in args:
         ctx.buffers[id(t)] = Buffer(t.name, tuple(t.shape), t.dtype, Scope.GLOBAL)

@@ -18,9 +18,10 @@ from ..ir.traverse import structural_key, walk
 from .simplify import Linear, Ranges, const_bounds, from_linear, simplify, to_linear
 
 
-def _conjuncts(e: Expr) -> list[Expr]:
+def conjuncts(e: Expr) -> list[Expr]:
+    """The operands of a chain of logical ANDs."""
     if isinstance(e, Binary) and e.op is BinOp.AND and e.dtype.is_bool:
-        return _conjuncts(e.a) + _conjuncts(e.b)
+        return conjuncts(e.a) + conjuncts(e.b)
     return [e]
 
 
@@ -29,9 +30,9 @@ def _guards(body: Stmt) -> list[Expr]:
     innermost = not any(isinstance(s, For) for s in walk_stmt(body))
     for s in walk_stmt(body):
         if isinstance(s, IfThenElse):
-            out.extend(_conjuncts(s.cond))
+            out.extend(conjuncts(s.cond))
         elif innermost and isinstance(s, Store):
-            out.extend(c for n in walk(s.value) if isinstance(n, Select) for c in _conjuncts(n.cond))
+            out.extend(c for n in walk(s.value) if isinstance(n, Select) for c in conjuncts(n.cond))
     return out
 
 

@@ -21,6 +21,7 @@ from ..ir.expr import Binary, BinOp, CmpOp, Compare, Const, Expr, Load, Select, 
 from ..ir.stmt import Allocate, For, ForKind, IfThenElse, LetStmt, Seq, Stmt, Store
 from ..ir.stmt_functor import walk_stmt
 from ..ir.traverse import free_vars, structural_key
+from .partition import conjuncts
 from .simplify import const_bounds, to_linear
 
 Box = dict[int, tuple[int, int]]  # dimension -> [lo, hi) outside which the buffer is zero
@@ -33,20 +34,14 @@ def zero_box(op, shape) -> Box | None:
         return None
     box: Box = {}
     axes = {id(a): n for n, a in enumerate(op.axis)}
-    for c in _conjuncts(body.cond):
+    for c in conjuncts(body.cond):
         bound = _axis_bound(c, axes)
         if bound is not None:
             dim, lo, hi = bound
             old_lo, old_hi = box.get(dim, (0, shape[dim]))
-            box[dim] = (max(old_lo, lo), min(old_hi, hi))
+            box[dim] = (old_lo if lo is None else max(old_lo, lo), old_hi if hi is None else min(old_hi, hi))
     box = {d: b for d, b in box.items() if b != (0, shape[d])}
     return box or None
-
-
-def _conjuncts(e: Expr) -> list[Expr]:
-    if isinstance(e, Binary) and e.op is BinOp.AND:
-        return _conjuncts(e.a) + _conjuncts(e.b)
-    return [e]
 
 
 def _axis_bound(c: Expr, axes: dict) -> tuple[int, int | None, int | None] | None:
@@ -64,7 +59,7 @@ def _axis_bound(c: Expr, axes: dict) -> tuple[int, int | None, int | None] | Non
         k = -k
         op = {CmpOp.GE: CmpOp.LE, CmpOp.GT: CmpOp.LT, CmpOp.LE: CmpOp.GE, CmpOp.LT: CmpOp.GT}[op]
     lo, hi = {CmpOp.GE: (-k, None), CmpOp.GT: (-k + 1, None), CmpOp.LT: (None, -k), CmpOp.LE: (None, -k + 1)}[op]
-    return axes[id(atom)], lo if lo is not None else -(1 << 30), hi if hi is not None else 1 << 30
+    return axes[id(atom)], lo, hi
 
 
 def skip_zero_taps(body: Stmt, boxes: dict[int, Box]) -> Stmt:

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from ..analysis.axis_merge import merge_contiguous_axes
+from ..analysis.axis_merge import MergedProgram, merge_contiguous_axes
 from ..analysis.graph import MiniGraph, Node, analyze, is_placeholder
 from ..ir.expr import Load
 from ..schedule import Schedule, create_schedule
@@ -49,8 +49,7 @@ class CpuPlan:
     l2_bytes: int = 512 * 1024
     l1_bytes: int = 32 * 1024
     outputs: tuple = ()  # the program scheduled: the caller's, or it with contiguous axes merged
-    views: dict = field(default_factory=dict)  # Schedule.views for the merged program
-    originals: tuple = ()  # the caller's tensors whose ids key `views`
+    merged: MergedProgram | None = None  # the merge's views of the caller's tensors
 
 
 def _elementwise_reader(node: Node, consumer: Node) -> bool:
@@ -92,8 +91,7 @@ def make_plan(outputs, target: Target) -> CpuPlan:
         "float32", "float64", "int32", "int64", "int16", "int8", "uint8") else 1
     registers = target.vector_registers
     return CpuPlan(g, main, anchor, tuple(inlined), producers, packable, lanes, registers, target.cores,
-                   target.cache_bytes(2) or 512 * 1024, target.cache_bytes(1) or 32 * 1024, tuple(outputs),
-                   merged.views if merged is not None else {}, merged.originals if merged is not None else ())
+                   target.cache_bytes(2) or 512 * 1024, target.cache_bytes(1) or 32 * 1024, tuple(outputs), merged)
 
 
 def _reduce_orders(n: int) -> tuple:
@@ -262,8 +260,9 @@ def _tile_factor(point: Point, loop) -> int:
 
 def apply_cpu(outputs, plan: CpuPlan, point: Point) -> Schedule:
     """The schedule of `point` for the plan's program (`outputs`, or the plan's rewrite of it)."""
-    s = create_schedule(list(plan.outputs) or outputs)
-    s.views, s.view_originals = dict(plan.views), plan.originals
+    s = create_schedule(list(plan.outputs))
+    if plan.merged is not None:
+        s.views, s.view_originals = dict(plan.merged.views), plan.merged.originals
     main = plan.main
     if plan.anchor is main:
         anchor_t = main.tensor
