@@ -50,6 +50,7 @@ class CpuPlan:
     l1_bytes: int = 32 * 1024
     outputs: tuple = ()  # the program scheduled: the caller's, or it with contiguous axes merged
     merged: MergedProgram | None = None  # the merge's views of the caller's tensors
+    l1_ways: int = 8
 
 
 def _elementwise_reader(node: Node, consumer: Node) -> bool:
@@ -91,7 +92,8 @@ def make_plan(outputs, target: Target) -> CpuPlan:
         "float32", "float64", "int32", "int64", "int16", "int8", "uint8") else 1
     registers = target.vector_registers
     return CpuPlan(g, main, anchor, tuple(inlined), producers, packable, lanes, registers, target.cores,
-                   target.cache_bytes(2) or 512 * 1024, target.cache_bytes(1) or 32 * 1024, tuple(outputs), merged)
+                   target.cache_bytes(2) or 512 * 1024, target.cache_bytes(1) or 32 * 1024, tuple(outputs), merged,
+                   target.l1_ways)
 
 
 def _reduce_orders(n: int) -> tuple:

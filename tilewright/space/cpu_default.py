@@ -15,6 +15,7 @@ from .cpu import (
     _loads,
     _spatial_positions,
     lane_reduce_loop,
+    outer_orders,
     vector_axes,
     vector_width,
 )
@@ -81,62 +82,81 @@ def _lane_sum_point(space: Space, plan: CpuPlan) -> Point | None:
 
 
 def _wants_blocking(space: Space, plan: CpuPlan, tile: tuple[int, dict, dict]) -> bool:
-    """Block the reduction when the operand panel of one vector block of outputs
+    """Block the reduction when the operand panel one register tile streams
     outgrows three times L1 (every tile would stream it from L2). Measured, same-run
     A/B against the unblocked default: weight panels of 110-295 KB (c3d_2, YOLO conv6,
     conv16) ran 1.13-1.2x faster blocked; 73 KB (conv4) was within noise either way
     and 37 KB (conv2) slower."""
-    options = vector_axes(plan)
-    if "reduce_block" not in space.knobs or not options:
+    if "reduce_block" not in space.knobs or not vector_axes(plan):
         return False
-    vec_choice, tiles, _ = tile
-    vpos = options[vec_choice]
-    return _panel_bytes(plan, vpos, tiles[plan.main.spatial[vpos].name]) > 3 * plan.l1_bytes
+    panel = _panel(plan, tile[1])
+    return panel is not None and _footprint(plan, panel, tile[1]) * panel.dtype.bytes > 3 * plan.l1_bytes
 
 
-def _panels(plan: CpuPlan, vpos: int) -> list:
-    """Operands indexed by the vector loop and no other spatial loop (a conv's weights)."""
-    return [t for t in plan.main.inputs if vpos in _spatial_positions(plan, t, exact=True)
-            and not any(p != vpos for p in _spatial_positions(plan, t))]
+def _footprint(plan: CpuPlan, tensor, tiles: dict, fixed=None) -> int:
+    """Elements of `tensor` one register tile (spatial loops over `tiles`) reads
+    over the whole reduction, with reduce loop `fixed` held at one iteration: per
+    dimension, the span of its index (a conv input's h + rh spans tile + taps - 1);
+    a dimension whose index is not affine counts whole."""
+    from ..lower.bound import interval
+
+    op = plan.main.tensor.op
+    ranged = {id(a): (0, tiles.get(lp.name, 1) - 1) for a, lp in zip(op.axis, plan.main.spatial)}
+    ranged.update({id(a): (0, 0 if lp is fixed else lp.extent - 1) for a, lp in zip(op.reduce_axis, plan.main.reduce)})
+    best = 0
+    for n in _loads(plan.main, tensor):
+        spans = [interval(i, ranged) for i in n.indices]
+        best = max(best, math.prod(s.width + 1 if s is not None else d for s, d in zip(spans, tensor.shape)))
+    return best
 
 
-def _panel_bytes(plan: CpuPlan, vpos: int, width: int) -> int:
-    """Bytes of the operand panel one vector block of outputs reads over the
-    whole reduction (a conv's weights for 16 output channels: C * KH * KW * 16)."""
-    reduce_points = math.prod(lp.extent for lp in plan.main.reduce)
-    return max((reduce_points * width * t.dtype.bytes for t in _panels(plan, vpos)), default=0)
+def _panel(plan: CpuPlan, tiles: dict):
+    """The operand a register tile streams the most of over the reduction (a conv's
+    weights for its output channels, GEMM's column panel of B, a bilinear form's
+    w[m, k1, k2] for its rows of m): the one reduction blocking keeps in cache
+    while the loops that do not index it sweep the tiles; None without a reduction."""
+    from ..ir.traverse import free_vars
+
+    reduce_vars = {id(a) for a in plan.main.tensor.op.reduce_axis}
+    streamed = [t for t in plan.main.inputs if any(id(v) in reduce_vars for n in _loads(plan.main, t)
+                                                   for i in n.indices for v in free_vars(i))]
+    return max(streamed, key=lambda t: _footprint(plan, t, tiles), default=None)
 
 
-def _slab_loop(plan: CpuPlan, vpos: int):
+def _slab_loop(plan: CpuPlan, panel):
     """The reduce loop to block: the one indexing the panel's outermost dimension, so a
     block is one contiguous slab of it (a bilinear form's w[m, k1, k2]: k1, not the
-    longer k2, whose blocks would be short strided pieces); the longest one otherwise."""
+    longer k2, whose blocks would be short strided pieces)."""
     from ..ir.traverse import free_vars
 
     loops = list(zip(plan.main.reduce, plan.main.tensor.op.reduce_axis))
     best = None
-    for t in _panels(plan, vpos):
-        for n in _loads(plan.main, t):
-            for d, index in enumerate(n.indices):
-                hits = [lp for lp, axis in loops if axis in free_vars(index) and lp.extent > 1]
-                if hits and (best is None or d < best[0]):
-                    best = (d, max(hits, key=lambda lp: lp.extent))
+    for n in _loads(plan.main, panel):
+        for d, index in enumerate(n.indices):
+            hits = [lp for lp, axis in loops if axis in free_vars(index) and lp.extent > 1]
+            if hits and (best is None or d < best[0]):
+                best = (d, max(hits, key=lambda lp: lp.extent))
     return best[1] if best else max(plan.main.reduce, key=lambda lp: lp.extent)
 
 
-def _reduction_blocked(space: Space, plan: CpuPlan, p: Point, vpos: int, width: int) -> Point:
+def _reduction_blocked(space: Space, plan: CpuPlan, p: Point, tiles: dict) -> Point:
     """`p` with one reduce loop (`_slab_loop`) blocked, the other reduce loops inside,
-    and middle tiles as large as a budget for their accumulators allows. A block of
-    the operand panel fills a third of L1 where one slab of it fits (a conv: 16
+    and middle tiles, along the loops that do not index the panel, as large as a
+    budget for their accumulators allows while every core keeps two outer blocks.
+    A block of the panel fills a third of L1 where one slab of it fits (a conv: 16
     channels x 3 x 3 x 16 outputs), the whole panel packed once per outer block while
-    it fits in L2; otherwise a block fills a quarter of L2, packed per block."""
-    blocked_loop = _slab_loop(plan, vpos)
-    rest = math.prod(lp.extent for lp in plan.main.reduce if lp is not blocked_loop)
-    per_channel = rest * width * plan.main.tensor.dtype.bytes
-    in_l1 = per_channel <= plan.l1_bytes // 3
+    it fits in L2; otherwise a block fills a quarter of L2, and the operands the
+    blocked loop indexes are packed per block (the rest still once per outer block:
+    a bilinear form's x2[n, k2] is the same for every block of k1)."""
+    from ..ir.traverse import free_vars
+
+    panel = _panel(plan, tiles)
+    blocked_loop = _slab_loop(plan, panel)
+    per_slab = _footprint(plan, panel, tiles, fixed=blocked_loop) * panel.dtype.bytes
+    in_l1 = per_slab <= plan.l1_bytes // 3
     budget = plan.l1_bytes // 3 if in_l1 else max(32 * 1024, plan.l2_bytes // 4)
     extent = blocked_loop.extent
-    inner = max((d for d in range(1, extent + 1) if extent % d == 0 and d * per_channel <= budget),
+    inner = max((d for d in range(1, extent + 1) if extent % d == 0 and d * per_slab <= budget),
                 default=1)
     acc = (plan.l1_bytes // 4 if in_l1 else BLOCK_ACC_BYTES // 2) // plan.main.tensor.dtype.bytes
     for lp in plan.main.spatial:
@@ -145,20 +165,43 @@ def _reduction_blocked(space: Space, plan: CpuPlan, p: Point, vpos: int, width: 
     for lp in plan.main.reduce:
         if lp is not blocked_loop and f"split.{lp.name}" in space.knobs:
             p = p.replace(f"split.{lp.name}", (1, lp.extent))
+    panel_loops = set(_spatial_positions(plan, panel, exact=True))
+    work = _parallel_work(space, plan, p)
     for n in reversed(range(len(plan.main.spatial))):  # middle tiles, innermost loops first
         lp = plan.main.spatial[n]
         key = f"split.{lp.name}"
-        if n == vpos or key not in space.knobs or acc < 2:
+        if n in panel_loops or key not in space.knobs or acc < 2:
             continue
         o, _, t = p[key]
-        m = max(d for d in range(1, o + 1) if o % d == 0 and d <= acc)
+        m = max(d for d in range(1, o + 1) if o % d == 0 and d <= acc and (d == 1 or work(n, d) >= 2 * plan.cores))
         p = p.replace(key, (o // m, m, t))
         acc //= m
-    if not in_l1 or _panel_bytes(plan, vpos, width) > plan.l2_bytes:
+    whole = _footprint(plan, panel, tiles) * panel.dtype.bytes
+    if not in_l1 or whole > plan.l2_bytes:
+        blocked_axis = plan.main.tensor.op.reduce_axis[plan.main.reduce.index(blocked_loop)]
         for t in plan.packable:
-            if f"pack.{t.name}" in space.knobs and p[f"pack.{t.name}"] == 1:
+            per_block = any(blocked_axis in free_vars(i) for n in _loads(plan.main, t) for i in n.indices)
+            if per_block and f"pack.{t.name}" in space.knobs and p[f"pack.{t.name}"] == 1:
                 p = p.replace(f"pack.{t.name}", 2)
     return p
+
+
+def _parallel_work(space: Space, plan: CpuPlan, p: Point):
+    """work(n, m): the iterations of `p`'s parallel (fused outer) loops once loop n's
+    outer extent is divided by m (at least the outer extent's own share of it)."""
+    sp = plan.main.spatial
+    orders = outer_orders(plan)
+    order = orders[p["outer_order"]] if "outer_order" in space.knobs else orders[0]
+    fused = order[:p["fuse"] + 1] if "fuse" in space.knobs else order[:1]
+
+    def work(n: int, m: int) -> int:
+        total = 1
+        for q in fused:
+            key = f"split.{sp[q].name}"
+            outer = p[key][0] if key in space.knobs else sp[q].extent
+            total *= outer // m if q == n else outer
+        return total if n in fused else 2 * plan.cores  # a loop outside the parallel ones: no limit
+    return work
 
 
 # Registers a compiler needs free to share operands across the copies of an unrolled reduce loop (a
@@ -226,7 +269,7 @@ def _point_for_tile(space: Space, plan: CpuPlan, tile: tuple[int, dict, dict],
         values.append((name, value))
     p = Point(tuple(values))
     if blocked:
-        p = _reduction_blocked(space, plan, p, vpos, tiles[sp[vpos].name] if sp else 1)
+        p = _reduction_blocked(space, plan, p, tiles)
     return p if space.valid(p) else None
 
 
@@ -273,13 +316,20 @@ def _register_tiles(space: Space, plan: CpuPlan) -> list[tuple[int, dict, dict]]
             # the same across the vector: one broadcast (a group conv's input channel o // 64 * C + c)
             indexing = [(t, _spatial_positions(plan, t, width=min(width, plan.lanes))) for t in plan.main.inputs]
             contiguity = [_spatial_positions(plan, t, exact=True, last_dim=True) for t, _ in indexing]
+            aliased = [_set_aliased_loops(plan, t) for t in plan.main.inputs]
+            groups = _group_sizes(plan, min(width, plan.lanes))
             for rows in _row_splits(space, sp, others, budget):
                 tile = {n: f for n, (f, _) in rows.items()}
+                if any(math.prod(tile.get(n, 1) for n in loops) > plan.l1_ways for loops in aliased):
+                    continue  # its rows would evict each other from L1 every step
+                if any(d % rows[n][0] or sp[n].extent % rows[n][1] for n, d in groups.items() if n in rows):
+                    continue  # rows straddling a group would not share its operand registers
                 fmas = nvec * math.prod(tile.values())
                 loads = sum((_vector_loads(plan, t, vpos, nvec) if vpos in pos else 1)
                             * math.prod(tile.get(n, 1) for n in pos if n != vpos) for t, pos in indexing)
                 useful = math.prod(sp[n].extent / t for n, (_, t) in rows.items())
-                cycles = max(fmas / FMA_PORTS, loads / LOAD_PORTS, FMA_LATENCY)
+                cycles = max(fmas / FMA_PORTS, loads / LOAD_PORTS, FMA_LATENCY) + sum(
+                    _pack_cycles(plan, sp, t, tile, vpos, width) for t, pos in indexing if vpos in pos)
                 score = fmas * useful * (width / (nvec * plan.lanes)) / cycles
                 # ties: rows along an operand's contiguous dimension share its cache lines (a 1x1x1
                 # conv3d's rows along w, not along d, whose rows are 784 floats apart)
@@ -296,6 +346,68 @@ def _register_tiles(space: Space, plan: CpuPlan) -> list[tuple[int, dict, dict]]
         for n, (f, t) in rows.items():
             t_tiles[sp[n].name], t_totals[sp[n].name] = f, t
         out.append((vec_choice, t_tiles, t_totals))
+    return out
+
+
+# per element a packing copy reorders (a strided gather and a store), next to the tile's FMA cycles
+PACK_CYCLES = 1.0
+
+
+def _pack_cycles(plan: CpuPlan, sp, tensor, tile: dict, vpos: int, width: int) -> float:
+    """Cycles per reduction step of packing `tensor` into vector rows, where the vector
+    loop indexes a dimension of it other than the last (the packed copy is a transpose):
+    each element packed once, spread over every step of every tile. A bilinear form's
+    w[m, k1, k2] vectorized along m serves only batch / rows tiles per element, a conv's
+    weights every h x w tile."""
+    dims = _indexing_dims(plan, tensor, vpos)
+    if not is_placeholder(tensor) or len(dims) != 1 or dims == {len(tensor.shape) - 1}:
+        return 0.0
+    steps = math.prod(lp.extent / (width if n == vpos else tile.get(n, 1)) for n, lp in enumerate(sp))
+    steps *= math.prod(lp.extent for lp in plan.main.reduce)
+    return math.prod(tensor.shape) * PACK_CYCLES / steps
+
+
+def _group_sizes(plan: CpuPlan, width: int) -> dict[int, int]:
+    """{spatial loop position: D} for loops some operand sees only through a division
+    by D (a group conv's input channel o // 64 * C + c): rows along them share that
+    operand's registers only when no tile straddles a group."""
+    from ..ir.expr import Binary, BinOp, Const
+    from ..ir.traverse import free_vars, walk
+
+    out: dict[int, int] = {}
+    for t in plan.main.inputs:
+        exact = set(_spatial_positions(plan, t, exact=True))
+        hidden = exact - set(_spatial_positions(plan, t, width=width))
+        for n in _loads(plan.main, t):
+            for e in (x for i in n.indices for x in walk(i)):
+                if isinstance(e, Binary) and e.op is BinOp.FLOORDIV and isinstance(e.b, Const):
+                    for p in hidden:
+                        if plan.main.tensor.op.axis[p] in free_vars(e.a):
+                            out[p] = math.gcd(out.get(p, 0), int(e.b.value))
+    return out
+
+
+def _set_aliased_loops(plan: CpuPlan, tensor) -> set[int]:
+    """Spatial loops along which `tensor`'s unpacked elements are a multiple of
+    L1's set span apart (L1 bytes / ways: 4 KB on an 8-way 32 KB cache), so
+    every row of a register tile along them maps to one L1 set: a bilinear
+    form's w[m, k1, k2] rows of m, 4 MB apart. Measured on bil_0: 11 such rows
+    ran 1.6x slower than 8 or 4 (39 vs 24-25 ms), with identical inner loops."""
+    from ..lower.bound import interval
+
+    if not is_placeholder(tensor) or not plan.l1_bytes:
+        return set()
+    span = plan.l1_bytes // plan.l1_ways
+    strides = [math.prod(tensor.shape[d + 1:]) for d in range(len(tensor.shape))]
+    out = set()
+    for n_pos, axis in enumerate(plan.main.tensor.op.axis):
+        for n in _loads(plan.main, tensor):
+            spans = [interval(i, {id(axis): (0, 1)}) for i in n.indices]
+            if any(s is None for s in spans):
+                continue
+            step = sum(s.width * st for s, st in zip(spans, strides)) * tensor.dtype.bytes
+            if step and step % span == 0:
+                out.add(n_pos)
     return out
 
 

@@ -33,6 +33,7 @@ class Target:
     features: frozenset = field(default_factory=frozenset)
     isa: str = "native"  # "native" or a key of ISA_FEATURES
     caches: tuple = ()  # ((level, kind, bytes), ...)
+    l1_ways: int = 8  # L1 data cache associativity (x86 cores since Nehalem: 8 or 12)
     compiler: str = "cc"
     compiler_version: str = ""
 
@@ -104,6 +105,18 @@ def _cpu_flags() -> set[str]:
     return set(m.group(2).split()) if m else set()
 
 
+def _l1_ways() -> int:
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        for entry in sorted(os.listdir(base)):
+            if entry.startswith("index") and open(f"{base}/{entry}/level").read().strip() == "1" and \
+                    open(f"{base}/{entry}/type").read().strip() in ("Data", "Unified"):
+                return int(open(f"{base}/{entry}/ways_of_associativity").read()) or 8
+    except (OSError, ValueError):
+        pass
+    return 8
+
+
 def _caches() -> tuple:
     out = []
     base = "/sys/devices/system/cpu/cpu0/cache"
@@ -142,4 +155,5 @@ def host_target() -> Target:
     flags = _cpu_flags()
     return Target(kind="cpu", arch=platform.machine(), cores=cores,
                   features=frozenset(f for f in flags if f in _KNOWN), isa="native", caches=_caches(),
+                  l1_ways=_l1_ways(),
                   compiler=cc, compiler_version=compiler_version(cc))
