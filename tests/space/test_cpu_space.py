@@ -289,3 +289,20 @@ def test_group_conv_rows_do_not_straddle_groups():
         assert 32 % _tile(space, plan, p, "o") == 0
     p = default_point(space, plan)
     _check(out, [x, w], tw.build(apply_cpu(out, plan, p), [x, w, out], target=target))
+
+
+def test_packing_cost_counts_only_transposing_copies():
+    """The register-tile model charges a packed copy that reorders an operand for the vector (a
+    conv's w[o, c, 1, 1] along o), spread over every tile step; a transposed conv's w[c, o, 1, 1]
+    is already contiguous along o and costs nothing."""
+    from tilewright.space.cpu_default import _pack_cycles
+
+    target = _host_with_lanes(8)
+    x = tw.placeholder((1, 64, 14, 14), "float32", name="x")
+    for w_shape, op, charged in (((128, 64, 1, 1), tw.ops.conv2d, True),
+                                 ((64, 128, 1, 1), tw.ops.conv_transpose2d, False)):
+        w = tw.placeholder(w_shape, "float32", name="w")
+        space, plan = cpu_space(op(x, w), target)
+        o = next(n for n, lp in enumerate(plan.main.spatial) if lp.name == "o")
+        assert any(t is w for t in plan.main.inputs)  # the main node reads w itself
+        assert (_pack_cycles(plan, plan.main.spatial, w, {}, o, 16) > 0) == charged

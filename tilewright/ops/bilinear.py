@@ -41,7 +41,9 @@ def bilinear(x1: Tensor, x2: Tensor, w: Tensor, bias: Tensor | None = None, *, n
 
     def body(*idx):
         b, m = idx[:-1], idx[-1]
-        return sum_of(x1[b + (k1,)] * w[m, k1, k2] * x2[b + (k2,)], axis=[k1, k2])
+        # x1 * x2 first: it does not depend on m, so a register tile's rows of m share it and each
+        # term costs one FMA, not a multiply and an FMA (bil_0: 21.6 -> 14.2 ms, same run)
+        return sum_of(x1[b + (k1,)] * x2[b + (k2,)] * w[m, k1, k2], axis=[k1, k2])
 
     names = (["n"] if len(lead) == 1 else [f"n{d}" for d in range(len(lead))]) + ["m"]
     shape = lead + (out_f,)
