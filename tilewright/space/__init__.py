@@ -1,6 +1,6 @@
 """Schedule spaces (FlexTensor 4.2, 5.3): knobs with neighbourhoods, frozen
 JSON-able points, and the per-target implementation turning a point into a
-schedule. Imports `analysis`, `schedule`, `targets`. Public names: Space,
+schedule. Imports `analysis`, `lower` (bound inference), `schedule`, `targets`. Public names: Space,
 Point, SplitKnob, OrdinalKnob, cpu_space, apply_cpu, default_point, heuristic_points."""
 
 from .cpu import CpuPlan, apply_cpu, cpu_space

@@ -1,7 +1,8 @@
 """The untuned default point of the CPU space and the first points a tuning
 run measures, from a small model of register tiles (FMAs against operand
-loads per reduction step, with register reuse) and of the operand panel a
-long reduction streams through L2 (reduction blocking)."""
+loads per reduction step, with register reuse, packing copies and L1 set
+conflicts) and of the operand panel a long reduction streams through L2
+(reduction blocking, `cpu_blocking`)."""
 
 from __future__ import annotations
 
@@ -9,16 +10,15 @@ import math
 
 from ..analysis.graph import is_placeholder
 from .cpu import (
-    BLOCK_ACC_BYTES,
     CpuPlan,
     _indexing_dims,
     _loads,
     _spatial_positions,
     lane_reduce_loop,
-    outer_orders,
     vector_axes,
     vector_width,
 )
+from .cpu_blocking import reduction_blocked, wants_blocking
 from .knobs import SplitKnob
 from .space import Point, Space
 
@@ -33,7 +33,7 @@ def heuristic_points(space: Space, plan: CpuPlan, k: int = 4) -> list[Point]:
         if space.valid(flipped):
             out.append(flipped)
     for tile in _register_tiles(space, plan):
-        for blocked in (_wants_blocking(space, plan, tile), not _wants_blocking(space, plan, tile)):
+        for blocked in (wants_blocking(space, plan, tile), not wants_blocking(space, plan, tile)):
             p = _point_for_tile(space, plan, tile, blocked=blocked and "reduce_block" in space.knobs)
             if p is not None and p not in out:
                 out.append(p)
@@ -53,7 +53,7 @@ def default_point(space: Space, plan: CpuPlan) -> Point:
     if lane is not None:
         return lane
     for tile in _register_tiles(space, plan):  # the best-ranked tile that the space admits
-        p = _point_for_tile(space, plan, tile, blocked=_wants_blocking(space, plan, tile))
+        p = _point_for_tile(space, plan, tile, blocked=wants_blocking(space, plan, tile))
         if p is not None:
             return p
     return _smallest_point(space)
@@ -79,129 +79,6 @@ def _lane_sum_point(space: Space, plan: CpuPlan) -> Point | None:
     if row is not None:
         tiles[row.name] = max(f for f in range(1, min(8, plan.registers - 4) + 1) if row.extent % f == 0)
     return _point_for_tile(space, plan, (0, tiles, {lp.name: lp.extent for lp in sp}), lane=True)
-
-
-def _wants_blocking(space: Space, plan: CpuPlan, tile: tuple[int, dict, dict]) -> bool:
-    """Block the reduction when the operand panel one register tile streams
-    outgrows three times L1 (every tile would stream it from L2). Measured, same-run
-    A/B against the unblocked default: weight panels of 110-295 KB (c3d_2, YOLO conv6,
-    conv16) ran 1.13-1.2x faster blocked; 73 KB (conv4) was within noise either way
-    and 37 KB (conv2) slower."""
-    if "reduce_block" not in space.knobs or not vector_axes(plan):
-        return False
-    panel = _panel(plan, tile[1])
-    return panel is not None and _footprint(plan, panel, tile[1]) * panel.dtype.bytes > 3 * plan.l1_bytes
-
-
-def _footprint(plan: CpuPlan, tensor, tiles: dict, fixed=None) -> int:
-    """Elements of `tensor` one register tile (spatial loops over `tiles`) reads
-    over the whole reduction, with reduce loop `fixed` held at one iteration: per
-    dimension, the span of its index (a conv input's h + rh spans tile + taps - 1);
-    a dimension whose index is not affine counts whole."""
-    from ..lower.bound import interval
-
-    op = plan.main.tensor.op
-    ranged = {id(a): (0, tiles.get(lp.name, 1) - 1) for a, lp in zip(op.axis, plan.main.spatial)}
-    ranged.update({id(a): (0, 0 if lp is fixed else lp.extent - 1) for a, lp in zip(op.reduce_axis, plan.main.reduce)})
-    best = 0
-    for n in _loads(plan.main, tensor):
-        spans = [interval(i, ranged) for i in n.indices]
-        best = max(best, math.prod(s.width + 1 if s is not None else d for s, d in zip(spans, tensor.shape)))
-    return best
-
-
-def _panel(plan: CpuPlan, tiles: dict):
-    """The operand a register tile streams the most of over the reduction (a conv's
-    weights for its output channels, GEMM's column panel of B, a bilinear form's
-    w[m, k1, k2] for its rows of m): the one reduction blocking keeps in cache
-    while the loops that do not index it sweep the tiles; None without a reduction."""
-    from ..ir.traverse import free_vars
-
-    reduce_vars = {id(a) for a in plan.main.tensor.op.reduce_axis}
-    streamed = [t for t in plan.main.inputs if any(id(v) in reduce_vars for n in _loads(plan.main, t)
-                                                   for i in n.indices for v in free_vars(i))]
-    return max(streamed, key=lambda t: _footprint(plan, t, tiles), default=None)
-
-
-def _slab_loop(plan: CpuPlan, panel):
-    """The reduce loop to block: the one indexing the panel's outermost dimension, so a
-    block is one contiguous slab of it (a bilinear form's w[m, k1, k2]: k1, not the
-    longer k2, whose blocks would be short strided pieces)."""
-    from ..ir.traverse import free_vars
-
-    loops = list(zip(plan.main.reduce, plan.main.tensor.op.reduce_axis))
-    best = None
-    for n in _loads(plan.main, panel):
-        for d, index in enumerate(n.indices):
-            hits = [lp for lp, axis in loops if axis in free_vars(index) and lp.extent > 1]
-            if hits and (best is None or d < best[0]):
-                best = (d, max(hits, key=lambda lp: lp.extent))
-    return best[1] if best else max(plan.main.reduce, key=lambda lp: lp.extent)
-
-
-def _reduction_blocked(space: Space, plan: CpuPlan, p: Point, tiles: dict) -> Point:
-    """`p` with one reduce loop (`_slab_loop`) blocked, the other reduce loops inside,
-    and middle tiles, along the loops that do not index the panel, as large as a
-    budget for their accumulators allows while every core keeps two outer blocks.
-    A block of the panel fills a third of L1 where one slab of it fits (a conv: 16
-    channels x 3 x 3 x 16 outputs), the whole panel packed once per outer block while
-    it fits in L2; otherwise a block fills a quarter of L2, and the operands the
-    blocked loop indexes are packed per block (the rest still once per outer block:
-    a bilinear form's x2[n, k2] is the same for every block of k1)."""
-    from ..ir.traverse import free_vars
-
-    panel = _panel(plan, tiles)
-    blocked_loop = _slab_loop(plan, panel)
-    per_slab = _footprint(plan, panel, tiles, fixed=blocked_loop) * panel.dtype.bytes
-    in_l1 = per_slab <= plan.l1_bytes // 3
-    budget = plan.l1_bytes // 3 if in_l1 else max(32 * 1024, plan.l2_bytes // 4)
-    extent = blocked_loop.extent
-    inner = max((d for d in range(1, extent + 1) if extent % d == 0 and d * per_slab <= budget),
-                default=1)
-    acc = (plan.l1_bytes // 4 if in_l1 else BLOCK_ACC_BYTES // 2) // plan.main.tensor.dtype.bytes
-    for lp in plan.main.spatial:
-        acc //= max(1, p[f"split.{lp.name}"][2]) if f"split.{lp.name}" in space.knobs else 1
-    p = p.replace(f"split.{blocked_loop.name}", (blocked_loop.extent // inner, inner)).replace("reduce_block", 1)
-    for lp in plan.main.reduce:
-        if lp is not blocked_loop and f"split.{lp.name}" in space.knobs:
-            p = p.replace(f"split.{lp.name}", (1, lp.extent))
-    panel_loops = set(_spatial_positions(plan, panel, exact=True))
-    work = _parallel_work(space, plan, p)
-    for n in reversed(range(len(plan.main.spatial))):  # middle tiles, innermost loops first
-        lp = plan.main.spatial[n]
-        key = f"split.{lp.name}"
-        if n in panel_loops or key not in space.knobs or acc < 2:
-            continue
-        o, _, t = p[key]
-        m = max(d for d in range(1, o + 1) if o % d == 0 and d <= acc and (d == 1 or work(n, d) >= 2 * plan.cores))
-        p = p.replace(key, (o // m, m, t))
-        acc //= m
-    whole = _footprint(plan, panel, tiles) * panel.dtype.bytes
-    if not in_l1 or whole > plan.l2_bytes:
-        blocked_axis = plan.main.tensor.op.reduce_axis[plan.main.reduce.index(blocked_loop)]
-        for t in plan.packable:
-            per_block = any(blocked_axis in free_vars(i) for n in _loads(plan.main, t) for i in n.indices)
-            if per_block and f"pack.{t.name}" in space.knobs and p[f"pack.{t.name}"] == 1:
-                p = p.replace(f"pack.{t.name}", 2)
-    return p
-
-
-def _parallel_work(space: Space, plan: CpuPlan, p: Point):
-    """work(n, m): the iterations of `p`'s parallel (fused outer) loops once loop n's
-    outer extent is divided by m (at least the outer extent's own share of it)."""
-    sp = plan.main.spatial
-    orders = outer_orders(plan)
-    order = orders[p["outer_order"]] if "outer_order" in space.knobs else orders[0]
-    fused = order[:p["fuse"] + 1] if "fuse" in space.knobs else order[:1]
-
-    def work(n: int, m: int) -> int:
-        total = 1
-        for q in fused:
-            key = f"split.{sp[q].name}"
-            outer = p[key][0] if key in space.knobs else sp[q].extent
-            total *= outer // m if q == n else outer
-        return total if n in fused else 2 * plan.cores  # a loop outside the parallel ones: no limit
-    return work
 
 
 # Registers a compiler needs free to share operands across the copies of an unrolled reduce loop (a
@@ -269,7 +146,7 @@ def _point_for_tile(space: Space, plan: CpuPlan, tile: tuple[int, dict, dict],
         values.append((name, value))
     p = Point(tuple(values))
     if blocked:
-        p = _reduction_blocked(space, plan, p, tiles)
+        p = reduction_blocked(space, plan, p, tiles)
     return p if space.valid(p) else None
 
 
