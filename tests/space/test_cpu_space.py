@@ -243,10 +243,10 @@ def _tile(space, plan, p, name):
 
 def test_bilinear_default_streams_its_weight_once_per_row_block():
     """A bilinear form's largest operand is w[m, k1, k2], read by rows of m: the default keeps
-    the batch loop (which does not index w) inside the blocked reduction, so every core reads
-    its own rows of w once instead of once per batch tile; it vectorizes along the batch (w
-    along m would need a transposed copy of all of w for few uses); x2[n, k2], which the
-    blocked k1 loop does not index, is packed once per outer block, not once per block of k1."""
+    the batch loop (which does not index w) inside the blocked reduction, and no middle tiles
+    along m, so every core reads its own rows of w once instead of once per batch tile; it
+    vectorizes along the batch (w along m would need a transposed copy of all of w for few
+    uses); nothing is packed per block while the whole panel fits in L2."""
     from dataclasses import replace
 
     target = _host_with_lanes(8)
@@ -256,21 +256,74 @@ def test_bilinear_default_streams_its_weight_once_per_row_block():
     p = default_point(space, plan)
     vec = plan.main.spatial[space.knobs["vec_axis"].options[p["vec_axis"]]].name
     assert vec == "n" and p["reduce_block"] == 1 and p["split.k1"][0] > 1
-    assert p["split.n"][0] * 2 <= 32 // _tile(space, plan, p, "n")  # most batch tiles are middle tiles
-    assert p["pack.x2"] == 1 and p["pack.w"] == 0
+    batch_tiles = 32 // _tile(space, plan, p, "n")
+    assert p["split.n"][0] <= max(1, batch_tiles // 2) and p["split.m"][1] == 1
+    assert p["pack.x2"] == 1 and p["pack.x1"] == 1 and p["pack.w"] == 0
     _check(out, inputs, tw.build(apply_cpu(out, plan, p), [*inputs, out], target=target))
+
+
+def test_blocked_bilinear_packs_per_block_only_what_the_blocked_loop_indexes():
+    """When the panel outgrows a (pretend) 32 KB L2, operands are packed per reduction block
+    only if the blocked loop (k1) indexes them: x1[n, k1] per block, x2[n, k2] once per outer
+    block (it is the same for every block of k1)."""
+    from dataclasses import replace
+
+    target = _host_with_lanes(8)
+    small = replace(target, caches=((1, "Data", 8192), (2, "Unified", 32768)), cores=2)
+    inputs, out = bilinear_form()
+    space, plan = cpu_space(out, small)
+    p = default_point(space, plan)
+    assert p["reduce_block"] == 1 and p["pack.x1"] == 2 and p["pack.x2"] == 1
+    _check(out, inputs, tw.build(apply_cpu(out, plan, p), [*inputs, out], target=target))
+
+
+def test_middle_tiles_leave_two_parallel_blocks_per_core():
+    """Reduction blocking moves outer iterations into middle tiles only while the parallel loops
+    keep two blocks per core: a batch-3 conv on a (pretend) 4-core host keeps at least 8."""
+    import math
+    from dataclasses import replace
+
+    from tilewright.space.cpu import outer_orders
+
+    target = _host_with_lanes(8)
+    four = replace(target, cores=4, caches=((1, "Data", 32 * 1024), (2, "Unified", 512 * 1024)))
+    x = tw.placeholder((3, 256, 8, 8), "float32", name="x")
+    w = tw.placeholder((16, 256, 3, 3), "float32", name="w")
+    out = tw.ops.conv2d(x, w, padding=1)
+    space, plan = cpu_space(out, four)
+    p = default_point(space, plan)
+    sp = plan.main.spatial
+    fused = outer_orders(plan)[p["outer_order"]][:p["fuse"] + 1]
+    assert p["reduce_block"] == 1
+    assert math.prod(p[f"split.{sp[q].name}"][0] for q in fused if f"split.{sp[q].name}" in space.knobs) >= 8
+    _check(out, [x, w], tw.build(apply_cpu(out, plan, p), [x, w, out], target=target))
+
+
+def test_heuristic_points_without_an_operand_along_the_reduction():
+    """A 1x1 depthwise conv's only reduce axes have extent 1 and the axis merge fixes them, so no
+    operand varies along the reduction: there is no panel to block, and the first-measured
+    points are still valid and correct."""
+    target = _host_with_lanes(4)
+    x = tw.placeholder((2, 16, 7, 7), "float32", name="x")
+    w = tw.placeholder((16, 1, 1, 1), "float32", name="w")
+    out = tw.ops.depthwise_conv2d(x, w)
+    space, plan = cpu_space(out, target)
+    points = heuristic_points(space, plan)
+    assert points and all(space.valid(p) for p in points)
+    _check(out, [x, w], tw.build(apply_cpu(out, plan, points[-1]), [x, w, out], target=target))
 
 
 def test_register_rows_never_alias_one_l1_set():
     """Rows of m of w[m, k1, k2] with k1 * k2 * 4 B a multiple of 4 KB all map to one set of
-    an 8-way L1: no modelled register tile (default or first-measured) holds more rows along m
-    than the L1 has ways, and with a 4-way L1 no more than 4."""
+    a 32 KB 8-way L1: no modelled register tile (default or first-measured) holds more rows
+    along m than the L1 has ways, and with a 4-way L1 no more than 4."""
     from dataclasses import replace
 
     target = _host_with_lanes(8)
     inputs, out = bilinear_form(batch=32, in1=16, in2=256, out=32)
     for ways in (8, 4):
-        space, plan = cpu_space(out, replace(target, l1_ways=ways))
+        l1 = replace(target, l1_ways=ways, caches=((1, "Data", 32 * 1024), (2, "Unified", 512 * 1024)))
+        space, plan = cpu_space(out, l1)
         assert plan.l1_ways == ways
         for p in heuristic_points(space, plan):
             vec = plan.main.spatial[space.knobs["vec_axis"].options[p["vec_axis"]]].name

@@ -44,7 +44,8 @@ def _panel(plan: CpuPlan, tiles: dict):
     """The operand a register tile streams the most of over the reduction (a conv's
     weights for its output channels, GEMM's column panel of B, a bilinear form's
     w[m, k1, k2] for its rows of m): the one reduction blocking keeps in cache
-    while the loops that do not index it sweep the tiles; None without a reduction."""
+    while the loops that do not index it sweep the tiles; None when no operand varies
+    along the reduction (no reduce loop, or only extent-1 taps the axis merge fixed)."""
     from ..ir.traverse import free_vars
 
     reduce_vars = {id(a) for a in plan.main.tensor.op.reduce_axis}
@@ -66,7 +67,7 @@ def _slab_loop(plan: CpuPlan, panel):
             hits = [lp for lp, axis in loops if axis in free_vars(index) and lp.extent > 1]
             if hits and (best is None or d < best[0]):
                 best = (d, max(hits, key=lambda lp: lp.extent))
-    return best[1] if best else max(plan.main.reduce, key=lambda lp: lp.extent)
+    return best[1] if best else max(plan.main.reduce, key=lambda lp: lp.extent)  # only extent-1 reads
 
 
 def reduction_blocked(space: Space, plan: CpuPlan, p: Point, tiles: dict) -> Point:
@@ -81,6 +82,8 @@ def reduction_blocked(space: Space, plan: CpuPlan, p: Point, tiles: dict) -> Poi
     from ..ir.traverse import free_vars
 
     panel = _panel(plan, tiles)
+    if panel is None:  # no operand varies along the reduction (extent-1 taps merged away): nothing to block
+        return p
     blocked_loop = _slab_loop(plan, panel)
     per_slab = _footprint(plan, panel, tiles, fixed=blocked_loop) * panel.dtype.bytes
     in_l1 = per_slab <= plan.l1_bytes // 3
@@ -96,13 +99,13 @@ def reduction_blocked(space: Space, plan: CpuPlan, p: Point, tiles: dict) -> Poi
         if lp is not blocked_loop and f"split.{lp.name}" in space.knobs:
             p = p.replace(f"split.{lp.name}", (1, lp.extent))
     panel_loops = set(_spatial_positions(plan, panel, exact=True))
-    work = _parallel_work(space, plan, p)
     for n in reversed(range(len(plan.main.spatial))):  # middle tiles, innermost loops first
         lp = plan.main.spatial[n]
         key = f"split.{lp.name}"
         if n in panel_loops or key not in space.knobs or acc < 2:
             continue
         o, _, t = p[key]
+        work = _parallel_work(space, plan, p)
         m = max(d for d in range(1, o + 1) if o % d == 0 and d <= acc and (d == 1 or work(n, d) >= 2 * plan.cores))
         p = p.replace(key, (o // m, m, t))
         acc //= m
@@ -117,18 +120,20 @@ def reduction_blocked(space: Space, plan: CpuPlan, p: Point, tiles: dict) -> Poi
 
 
 def _parallel_work(space: Space, plan: CpuPlan, p: Point):
-    """work(n, m): the iterations of `p`'s parallel (fused outer) loops once loop n's
-    outer extent is divided by m (at least the outer extent's own share of it)."""
+    """work(n, m): the iterations of `p`'s parallel (fused outer) loops if loop n's
+    outer extent were divided by m; unbounded for a loop outside them."""
     sp = plan.main.spatial
     orders = outer_orders(plan)
     order = orders[p["outer_order"]] if "outer_order" in space.knobs else orders[0]
     fused = order[:p["fuse"] + 1] if "fuse" in space.knobs else order[:1]
 
-    def work(n: int, m: int) -> int:
+    def work(n: int, m: int) -> float:
+        if n not in fused:
+            return math.inf
         total = 1
         for q in fused:
             key = f"split.{sp[q].name}"
             outer = p[key][0] if key in space.knobs else sp[q].extent
             total *= outer // m if q == n else outer
-        return total if n in fused else 2 * plan.cores  # a loop outside the parallel ones: no limit
+        return total
     return work

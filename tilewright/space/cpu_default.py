@@ -178,6 +178,7 @@ def _register_tiles(space: Space, plan: CpuPlan) -> list[tuple[int, dict, dict]]
     if not sp or not options:
         return [(0, tiles, totals)]
     best: dict = {}  # shape -> (key, vec_choice, vpos, width, rows)
+    aliased = [_set_aliased_loops(plan, t) for t in plan.main.inputs]
     for vec_choice, vpos in enumerate(options):
         vec = sp[vpos]
         for vectors in (2, 1):
@@ -193,14 +194,15 @@ def _register_tiles(space: Space, plan: CpuPlan) -> list[tuple[int, dict, dict]]
             # the same across the vector: one broadcast (a group conv's input channel o // 64 * C + c)
             indexing = [(t, _spatial_positions(plan, t, width=min(width, plan.lanes))) for t in plan.main.inputs]
             contiguity = [_spatial_positions(plan, t, exact=True, last_dim=True) for t, _ in indexing]
-            aliased = [_set_aliased_loops(plan, t) for t in plan.main.inputs]
             groups = _group_sizes(plan, min(width, plan.lanes))
             for rows in _row_splits(space, sp, others, budget):
                 tile = {n: f for n, (f, _) in rows.items()}
                 if any(math.prod(tile.get(n, 1) for n in loops) > plan.l1_ways for loops in aliased):
                     continue  # its rows would evict each other from L1 every step
+                # rows straddling a group would not share its operand registers; a rounded-up split
+                # total shifts the tiles off the group boundaries, so it must be the extent itself
                 if any(d % rows[n][0] or sp[n].extent % rows[n][1] for n, d in groups.items() if n in rows):
-                    continue  # rows straddling a group would not share its operand registers
+                    continue
                 fmas = nvec * math.prod(tile.values())
                 loads = sum((_vector_loads(plan, t, vpos, nvec) if vpos in pos else 1)
                             * math.prod(tile.get(n, 1) for n in pos if n != vpos) for t, pos in indexing)
@@ -266,16 +268,17 @@ def _group_sizes(plan: CpuPlan, width: int) -> dict[int, int]:
 
 
 def _set_aliased_loops(plan: CpuPlan, tensor) -> set[int]:
-    """Spatial loops along which `tensor`'s unpacked elements are a multiple of
-    L1's set span apart (L1 bytes / ways: 4 KB on an 8-way 32 KB cache), so
-    every row of a register tile along them maps to one L1 set: a bilinear
-    form's w[m, k1, k2] rows of m, 4 MB apart. Measured on bil_0: 11 such rows
-    ran 1.6x slower than 8 or 4 (39 vs 24-25 ms), with identical inner loops."""
+    """Spatial loops along which `tensor`'s elements, in the caller's layout, are a
+    multiple of L1's set span apart (L1 bytes / ways: 4 KB on an 8-way 32 KB cache),
+    so every row of a register tile along them maps to one L1 set: a bilinear form's
+    w[m, k1, k2] rows of m, 4 MB apart (a packed copy would not alias, but rows read
+    from the caller's array do). Measured on bil_0: 11 such rows ran 1.6x slower than
+    8 or 4 (39 vs 24-25 ms), with identical inner loops."""
     from ..lower.bound import interval
 
-    if not is_placeholder(tensor) or not plan.l1_bytes:
+    span = plan.l1_bytes // max(1, plan.l1_ways)
+    if not is_placeholder(tensor) or span <= 0:
         return set()
-    span = plan.l1_bytes // plan.l1_ways
     strides = [math.prod(tensor.shape[d + 1:]) for d in range(len(tensor.shape))]
     out = set()
     for n_pos, axis in enumerate(plan.main.tensor.op.axis):

@@ -108,12 +108,16 @@ def _cpu_flags() -> set[str]:
 def _l1_ways() -> int:
     base = "/sys/devices/system/cpu/cpu0/cache"
     try:
-        for entry in sorted(os.listdir(base)):
+        entries = sorted(os.listdir(base))
+    except OSError:
+        return 8
+    for entry in entries:
+        try:
             if entry.startswith("index") and open(f"{base}/{entry}/level").read().strip() == "1" and \
                     open(f"{base}/{entry}/type").read().strip() in ("Data", "Unified"):
                 return int(open(f"{base}/{entry}/ways_of_associativity").read()) or 8
-    except (OSError, ValueError):
-        pass
+        except (OSError, ValueError):
+            continue
     return 8
 
 
