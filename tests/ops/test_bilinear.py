@@ -1,15 +1,14 @@
 """bilinear against torch.nn.functional.bilinear, including a FlexTensor BIL case."""
 
-import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 from oracle import assert_close, random_array, torch_or_skip
 
 import tilewright as tw
+from tilewright.workloads import suite
 
-SUITE = json.loads(Path("/work/shared/benchmarks/flextensor_suite.json").read_text())
+SUITE = suite()  # the packaged copy of ../shared/benchmarks/flextensor_suite.json
 
 
 def torch_bilinear(x1, x2, w, b=None):

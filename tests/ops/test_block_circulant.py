@@ -1,15 +1,14 @@
 """block_circulant against a hand-written loop oracle of the FlexTensor BCM definition."""
 
-import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 from oracle import assert_close, random_array
 
 import tilewright as tw
+from tilewright.workloads import suite
 
-SUITE = json.loads(Path("/work/shared/benchmarks/flextensor_suite.json").read_text())
+SUITE = suite()  # the packaged copy of ../shared/benchmarks/flextensor_suite.json
 
 
 def bcm_oracle(x: np.ndarray, f: int) -> np.ndarray:

@@ -1,16 +1,15 @@
 """gemv/mv, gemm/mm, batch_matmul/bmm and matmul against torch (float64 oracle)
 and NumPy int64 formulas, including the FlexTensor GEMV and GEMM cases."""
 
-import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 from oracle import assert_close, random_array, torch_or_skip
 
 import tilewright as tw
+from tilewright.workloads import suite
 
-SUITE = json.loads(Path("/work/shared/benchmarks/flextensor_suite.json").read_text())
+SUITE = suite()  # the packaged copy of ../shared/benchmarks/flextensor_suite.json
 
 
 def suite_case(op: str, name: str) -> dict:

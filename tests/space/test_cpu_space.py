@@ -135,6 +135,7 @@ def test_reduce_loops_stay_rolled_around_a_register_tile_that_fills_the_register
     """A tile whose accumulators leave fewer than ROLL_FREE_REGISTERS registers keeps the reduce
     loops rolled (the compiler would spill sharing operands across unrolled copies); the other
     choice is among the first points measured."""
+    from tilewright.space.cpu import vector_width
     from tilewright.space.cpu_default import ROLL_FREE_REGISTERS
 
     target = _host_with_lanes(8)
@@ -144,7 +145,9 @@ def test_reduce_loops_stay_rolled_around_a_register_tile_that_fills_the_register
         vec = plan.main.spatial[space.knobs["vec_axis"].options[p["vec_axis"]]].name if "vec_axis" in \
             space.knobs else plan.main.spatial[-1].name
         tile = {lp.name: p[f"split.{lp.name}"][2] for lp in plan.main.spatial if f"split.{lp.name}" in space.knobs}
-        accumulators = np.prod(list(tile.values())) // plan.lanes if tile.get(vec, 1) >= plan.lanes else 0
+        # one register per vector of the widest width dividing the vector tile (half vectors on
+        # a 16-lane host for 8 output channels), one per element of scalar code
+        accumulators = np.prod(list(tile.values())) // vector_width(tile.get(vec, 1), plan.lanes)
         assert p["rolled"] == int(accumulators > plan.registers - ROLL_FREE_REGISTERS)
         assert {q["rolled"] for q in heuristic_points(space, plan)} == {0, 1}
         kernel = tw.build(apply_cpu(out, plan, p), [*_inputs, out], target=target)
