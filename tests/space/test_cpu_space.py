@@ -361,4 +361,4 @@ def test_packing_cost_counts_only_transposing_copies():
         space, plan = cpu_space(op(x, w), target)
         o = next(n for n, lp in enumerate(plan.main.spatial) if lp.name == "o")
         assert any(t is w for t in plan.main.inputs)  # the main node reads w itself
-        assert (_pack_cycles(plan, plan.main.spatial, w, {}, o, 16) > 0) == charged
+        assert (_pack_cycles(plan, w, {}, o, 16) > 0) == charged

@@ -105,8 +105,8 @@ def reduction_blocked(space: Space, plan: CpuPlan, p: Point, tiles: dict) -> Poi
         if n in panel_loops or key not in space.knobs or acc < 2:
             continue
         o, _, t = p[key]
-        work = _parallel_work(space, plan, p)
-        m = max(d for d in range(1, o + 1) if o % d == 0 and d <= acc and (d == 1 or work(n, d) >= 2 * plan.cores))
+        m = max(d for d in range(1, o + 1) if o % d == 0 and d <= acc
+                and (d == 1 or _parallel_work(space, plan, p, n, d) >= 2 * plan.cores))
         p = p.replace(key, (o // m, m, t))
         acc //= m
     whole = _footprint(plan, panel, tiles) * panel.dtype.bytes
@@ -119,21 +119,18 @@ def reduction_blocked(space: Space, plan: CpuPlan, p: Point, tiles: dict) -> Poi
     return p
 
 
-def _parallel_work(space: Space, plan: CpuPlan, p: Point):
-    """work(n, m): the iterations of `p`'s parallel (fused outer) loops if loop n's
-    outer extent were divided by m; unbounded for a loop outside them."""
+def _parallel_work(space: Space, plan: CpuPlan, p: Point, n: int, m: int) -> float:
+    """Iterations of `p`'s parallel (fused outer) loops if loop n's outer extent were
+    divided by m; unbounded for a loop outside them."""
     sp = plan.main.spatial
     orders = outer_orders(plan)
     order = orders[p["outer_order"]] if "outer_order" in space.knobs else orders[0]
     fused = order[:p["fuse"] + 1] if "fuse" in space.knobs else order[:1]
-
-    def work(n: int, m: int) -> float:
-        if n not in fused:
-            return math.inf
-        total = 1
-        for q in fused:
-            key = f"split.{sp[q].name}"
-            outer = p[key][0] if key in space.knobs else sp[q].extent
-            total *= outer // m if q == n else outer
-        return total
-    return work
+    if n not in fused:
+        return math.inf
+    total = 1
+    for q in fused:
+        key = f"split.{sp[q].name}"
+        outer = p[key][0] if key in space.knobs else sp[q].extent
+        total *= outer // m if q == n else outer
+    return total

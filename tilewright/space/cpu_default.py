@@ -33,7 +33,8 @@ def heuristic_points(space: Space, plan: CpuPlan, k: int = 4) -> list[Point]:
         if space.valid(flipped):
             out.append(flipped)
     for tile in _register_tiles(space, plan):
-        for blocked in (wants_blocking(space, plan, tile), not wants_blocking(space, plan, tile)):
+        wanted = wants_blocking(space, plan, tile)
+        for blocked in (wanted, not wanted):
             p = _point_for_tile(space, plan, tile, blocked=blocked and "reduce_block" in space.knobs)
             if p is not None and p not in out:
                 out.append(p)
@@ -208,7 +209,7 @@ def _register_tiles(space: Space, plan: CpuPlan) -> list[tuple[int, dict, dict]]
                             * math.prod(tile.get(n, 1) for n in pos if n != vpos) for t, pos in indexing)
                 useful = math.prod(sp[n].extent / t for n, (_, t) in rows.items())
                 cycles = max(fmas / FMA_PORTS, loads / LOAD_PORTS, FMA_LATENCY) + sum(
-                    _pack_cycles(plan, sp, t, tile, vpos, width) for t, pos in indexing if vpos in pos)
+                    _pack_cycles(plan, t, tile, vpos, width) for t, pos in indexing if vpos in pos)
                 score = fmas * useful * (width / (nvec * plan.lanes)) / cycles
                 # ties: rows along an operand's contiguous dimension share its cache lines (a 1x1x1
                 # conv3d's rows along w, not along d, whose rows are 784 floats apart)
@@ -233,7 +234,7 @@ def _register_tiles(space: Space, plan: CpuPlan) -> list[tuple[int, dict, dict]]
 PACK_CYCLES = 2.0
 
 
-def _pack_cycles(plan: CpuPlan, sp, tensor, tile: dict, vpos: int, width: int) -> float:
+def _pack_cycles(plan: CpuPlan, tensor, tile: dict, vpos: int, width: int) -> float:
     """Cycles per reduction step of packing `tensor` into vector rows, where the vector
     loop indexes a dimension of it other than the last (the packed copy is a transpose):
     each element packed once, spread over every step of every tile. A bilinear form's
@@ -242,7 +243,7 @@ def _pack_cycles(plan: CpuPlan, sp, tensor, tile: dict, vpos: int, width: int) -
     dims = _indexing_dims(plan, tensor, vpos)
     if not is_placeholder(tensor) or len(dims) != 1 or math.prod(tensor.shape[min(dims) + 1:]) == 1:
         return 0.0  # already contiguous along the vector (a transposed conv's w[c, o, 1, 1])
-    steps = math.prod(lp.extent / (width if n == vpos else tile.get(n, 1)) for n, lp in enumerate(sp))
+    steps = math.prod(lp.extent / (width if n == vpos else tile.get(n, 1)) for n, lp in enumerate(plan.main.spatial))
     steps *= math.prod(lp.extent for lp in plan.main.reduce)
     return math.prod(tensor.shape) * PACK_CYCLES / steps
 

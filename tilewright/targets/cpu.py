@@ -105,40 +105,46 @@ def _cpu_flags() -> set[str]:
     return set(m.group(2).split()) if m else set()
 
 
-def _l1_ways() -> int:
+def _sysfs_caches() -> list[dict]:
+    """cpu0's cache descriptions from sysfs: one {file name: text} per cache (level,
+    type, size and, where the kernel gives it, ways_of_associativity, else None); a cache
+    whose level, type or size cannot be read is left out."""
     base = "/sys/devices/system/cpu/cpu0/cache"
     try:
-        entries = sorted(os.listdir(base))
+        entries = sorted(e for e in os.listdir(base) if e.startswith("index"))
     except OSError:
-        return 8
-    for entry in entries:
+        return []
+
+    def read(entry, name):
         try:
-            if entry.startswith("index") and open(f"{base}/{entry}/level").read().strip() == "1" and \
-                    open(f"{base}/{entry}/type").read().strip() in ("Data", "Unified"):
-                return int(open(f"{base}/{entry}/ways_of_associativity").read()) or 8
-        except (OSError, ValueError):
-            continue
+            return open(f"{base}/{entry}/{name}").read().strip()
+        except OSError:
+            return None
+
+    out = []
+    for entry in entries:
+        c = {f: read(entry, f) for f in ("level", "type", "size", "ways_of_associativity")}
+        if None not in (c["level"], c["type"], c["size"]):
+            out.append(c)
+    return out
+
+
+def _l1_ways(caches: list[dict]) -> int:
+    for c in caches:
+        if c["level"] == "1" and c["type"] in ("Data", "Unified") and (c["ways_of_associativity"] or "").isdigit():
+            return int(c["ways_of_associativity"]) or 8
     return 8
 
 
-def _caches() -> tuple:
+def _caches(caches: list[dict]) -> tuple:
     out = []
-    base = "/sys/devices/system/cpu/cpu0/cache"
-    try:
-        entries = sorted(os.listdir(base))
-    except OSError:
-        return ()
-    for entry in entries:
-        if not entry.startswith("index"):
-            continue
+    for c in caches:
+        size = c["size"]
+        mult = {"K": 1024, "M": 1 << 20}.get(size[-1:], 1)
         try:
-            level = int(open(f"{base}/{entry}/level").read())
-            kind = open(f"{base}/{entry}/type").read().strip()
-            size = open(f"{base}/{entry}/size").read().strip()
-        except OSError:
+            out.append((int(c["level"]), c["type"], int(size.rstrip("KM")) * mult))
+        except ValueError:
             continue
-        mult = {"K": 1024, "M": 1 << 20}.get(size[-1], 1)
-        out.append((level, kind, int(size.rstrip("KM")) * mult))
     return tuple(out)
 
 
@@ -157,7 +163,7 @@ def host_target() -> Target:
     cc = c_compiler()
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     flags = _cpu_flags()
+    caches = _sysfs_caches()
     return Target(kind="cpu", arch=platform.machine(), cores=cores,
-                  features=frozenset(f for f in flags if f in _KNOWN), isa="native", caches=_caches(),
-                  l1_ways=_l1_ways(),
-                  compiler=cc, compiler_version=compiler_version(cc))
+                  features=frozenset(f for f in flags if f in _KNOWN), isa="native", caches=_caches(caches),
+                  l1_ways=_l1_ways(caches), compiler=cc, compiler_version=compiler_version(cc))
