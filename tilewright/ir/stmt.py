@@ -20,11 +20,17 @@ class ForKind(enum.Enum):
     VECTORIZED = "vectorized"
     UNROLLED = "unrolled"
     ROLLED = "rolled"  # serial, and the backend compiler is asked not to unroll it
+    THREAD_BINDING = "thread_binding"  # one iteration per GPU block/thread: For.thread_tag names which
+
+
+# GPU thread tags a loop can be bound to (TVM spellings); "vthread" is interleaved by lowering.
+THREAD_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z", "vthread")
 
 
 class Scope(enum.Enum):
     GLOBAL = "global"  # a kernel argument or a heap/stack intermediate
-    LOCAL = "local"  # small, private to one iteration: registers when possible
+    LOCAL = "local"  # small, private to one iteration (one GPU thread): registers when possible
+    SHARED = "shared"  # GPU: one copy per thread block (CUDA __shared__, OpenCL __local)
 
 
 @dataclass(frozen=True, eq=False)
@@ -63,6 +69,7 @@ class For(Stmt):
     extent: Expr
     kind: ForKind
     body: Stmt
+    thread_tag: str | None = None  # for THREAD_BINDING: one of THREAD_TAGS
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -95,6 +102,14 @@ class LetStmt(Stmt):
     var: Var
     value: Expr
     body: Stmt
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Barrier(Stmt):
+    """Every thread of a block waits here until all have arrived, and writes to
+    memory of `scope` before it are visible to reads after it (__syncthreads)."""
+
+    scope: Scope = Scope.SHARED
 
 
 def seq(*stmts: Stmt | None) -> Stmt:

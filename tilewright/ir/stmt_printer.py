@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .printer import expr_str
-from .stmt import Allocate, For, ForKind, IfThenElse, LetStmt, Seq, Stmt, Store
+from .stmt import Allocate, Barrier, For, ForKind, IfThenElse, LetStmt, Seq, Stmt, Store
 
 _e = expr_str
 
@@ -12,6 +12,8 @@ def stmt_str(stmt: Stmt, indent: int = 0) -> str:
     pad = "  " * indent
     if isinstance(stmt, For):
         kind = "" if stmt.kind is ForKind.SERIAL else f"{stmt.kind.value} "
+        if stmt.kind is ForKind.THREAD_BINDING:
+            kind = f"bound to {stmt.thread_tag}: "
         begin = _e(stmt.begin)
         rng = _e(stmt.extent) if begin == "0" else f"{begin}, {begin} + {_e(stmt.extent)}"
         return f"{pad}{kind}for {stmt.var.name} in range({rng}):\n" + stmt_str(stmt.body, indent + 1)
@@ -31,4 +33,6 @@ def stmt_str(stmt: Stmt, indent: int = 0) -> str:
         return head + "\n" + stmt_str(stmt.body, indent)
     if isinstance(stmt, LetStmt):
         return f"{pad}{stmt.var.name} = {_e(stmt.value)}\n" + stmt_str(stmt.body, indent)
+    if isinstance(stmt, Barrier):
+        return f"{pad}barrier({stmt.scope.value})"
     return f"{pad}<{type(stmt).__name__}>"
