@@ -1,0 +1,176 @@
+"""GPU facts: what a CUDA or OpenCL device offers (limits, sizes, versions),
+detected from the device at run time or taken from a preset for compile-only
+use. Data only: imports `errors` and the standard library; detection imports
+the vendor bindings lazily and returns None when there is no device."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import TilewrightError
+
+
+@dataclass(frozen=True)
+class GpuFacts:
+    api: str  # "cuda" | "opencl"
+    name: str
+    vendor: str
+    arch: str  # "sm_90"; for OpenCL the device version string
+    compute_capability: tuple[int, int] | None
+    sm_count: int  # OpenCL: compute units
+    max_threads_per_block: int
+    max_block_dims: tuple[int, int, int]
+    warp_size: int  # OpenCL: preferred work-group size multiple
+    shared_mem_per_block: int  # bytes a block gets without opting in (static __shared__ limit)
+    shared_mem_per_block_optin: int  # bytes a block may use after cuFuncSetAttribute
+    regs_per_thread: int
+    regs_per_sm: int
+    l2_bytes: int
+    clock_khz: int
+    mem_clock_khz: int
+    driver_version: str
+    compiler_version: str
+
+    @property
+    def fingerprint(self) -> str:
+        """What a tuned kernel depends on: the same fingerprint means records apply."""
+        return f"{self.api}:{self.name}:{self.arch}:driver={self.driver_version}:compiler={self.compiler_version}"
+
+
+_KIB = 1024
+_MIB = 1024 * 1024
+
+# NVIDIA CUDA C Programming Guide, "Technical Specifications per Compute Capability", and the A100 / H100
+# SXM5 whitepapers: 48 KiB of shared memory per block without opt-in on both; 163 KiB (8.0) and 227 KiB
+# (9.0) with it; 64K 32-bit registers per SM, 255 per thread; 40 MiB and 50 MiB of L2.
+_PRESETS = {
+    "sm_80": dict(name="NVIDIA A100 (preset)", compute_capability=(8, 0), sm_count=108,
+                  shared_mem_per_block_optin=163 * _KIB, l2_bytes=40 * _MIB, clock_khz=1410000,
+                  mem_clock_khz=1215000),
+    "sm_90": dict(name="NVIDIA H100 SXM (preset)", compute_capability=(9, 0), sm_count=132,
+                  shared_mem_per_block_optin=227 * _KIB, l2_bytes=50 * _MIB, clock_khz=1980000,
+                  mem_clock_khz=2619000),
+}
+
+
+def cuda_preset(arch: str) -> GpuFacts:
+    """Facts of a reference GPU of `arch` ("sm_80": A100, "sm_90": H100 SXM), for compiling without one."""
+    if arch not in _PRESETS:
+        raise TilewrightError(f"no CUDA preset for arch {arch!r}; valid presets are {sorted(_PRESETS)}")
+    p = _PRESETS[arch]
+    return GpuFacts(api="cuda", vendor="NVIDIA", arch=arch, max_threads_per_block=1024,
+                    max_block_dims=(1024, 1024, 64), warp_size=32, shared_mem_per_block=48 * _KIB,
+                    regs_per_thread=255, regs_per_sm=65536, driver_version="none", compiler_version="none", **p)
+
+
+def detect_cuda(device: int = 0) -> GpuFacts | None:
+    """The facts of CUDA device `device` through the driver API (cuda-bindings), or None when the bindings,
+    the driver or the device are missing. Never raises for a missing GPU."""
+    try:
+        from cuda.bindings import driver as cu
+    except ImportError:
+        return None
+    try:
+        return _query_cuda(cu, device)
+    except Exception:  # no driver, no device, a bindings/driver mismatch: all mean "no CUDA here"
+        return None
+
+
+def _query_cuda(cu, device: int) -> GpuFacts | None:
+    def ok(result):
+        err, *values = result
+        if int(err) != 0:
+            raise RuntimeError(f"CUDA driver error {err}")
+        return values[0] if len(values) == 1 else values
+
+    ok(cu.cuInit(0))
+    if device >= ok(cu.cuDeviceGetCount()):
+        return None
+    dev = ok(cu.cuDeviceGet(device))
+    A = cu.CUdevice_attribute
+
+    def attr(name: str) -> int:
+        return int(ok(cu.cuDeviceGetAttribute(getattr(A, name), dev)))
+
+    major = attr("CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR")
+    minor = attr("CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR")
+    name = ok(cu.cuDeviceGetName(128, dev))
+    name = name.split(b"\0", 1)[0].decode() if isinstance(name, bytes) else str(name)
+    driver = int(ok(cu.cuDriverGetVersion()))
+    return GpuFacts(
+        api="cuda", name=name, vendor="NVIDIA", arch=f"sm_{major}{minor}", compute_capability=(major, minor),
+        sm_count=attr("CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT"),
+        max_threads_per_block=attr("CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK"),
+        max_block_dims=(attr("CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X"), attr("CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y"),
+                        attr("CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z")),
+        warp_size=attr("CU_DEVICE_ATTRIBUTE_WARP_SIZE"),
+        shared_mem_per_block=attr("CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK"),
+        shared_mem_per_block_optin=attr("CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"),
+        regs_per_thread=255, regs_per_sm=attr("CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR"),
+        l2_bytes=attr("CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE"), clock_khz=attr("CU_DEVICE_ATTRIBUTE_CLOCK_RATE"),
+        mem_clock_khz=attr("CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE"),
+        driver_version=f"{driver // 1000}.{driver % 1000 // 10}", compiler_version=_nvcc_version(),
+    )
+
+
+def _nvcc_version() -> str:
+    """`nvcc --version`'s release ("13.0.88"), or "none"; NVRTC's when nvcc is absent."""
+    import re
+    import shutil
+    import subprocess
+
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        try:
+            out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=30).stdout
+            m = re.search(r"V(\d+\.\d+\.\d+)", out)
+            if m:
+                return "nvcc " + m.group(1)
+        except (OSError, subprocess.SubprocessError):
+            pass
+    try:
+        from cuda.bindings import nvrtc
+
+        _, major, minor = nvrtc.nvrtcVersion()
+        return f"nvrtc {major}.{minor}"
+    except Exception:
+        return "none"
+
+
+def detect_opencl(platform: int | None = None, device: int | None = None) -> GpuFacts | None:
+    """The facts of an OpenCL device through pyopencl (the first device of the first platform unless told),
+    or None when pyopencl or a device is missing."""
+    try:
+        import pyopencl as cl
+    except ImportError:
+        return None
+    try:
+        platforms = cl.get_platforms()
+        plat = platforms[platform or 0]
+        dev = plat.get_devices()[device or 0]
+    except Exception:  # no ICD, no platform, index out of range
+        return None
+    return opencl_facts(dev)
+
+
+def opencl_facts(dev) -> GpuFacts:
+    """GpuFacts of a pyopencl Device."""
+    import pyopencl as cl
+
+    try:
+        multiple = int(dev.get_info(cl.device_info.PREFERRED_WORK_GROUP_SIZE_MULTIPLE))
+    except Exception:  # only kernels report it on some drivers
+        multiple = 1
+    dims = tuple(int(d) for d in dev.max_work_item_sizes) + (1, 1, 1)
+    return GpuFacts(
+        api="opencl", name=dev.name.strip(), vendor=dev.vendor.strip(), arch=dev.version.strip(),
+        compute_capability=None, sm_count=int(dev.max_compute_units),
+        max_threads_per_block=int(dev.max_work_group_size), max_block_dims=dims[:3], warp_size=multiple,
+        shared_mem_per_block=int(dev.local_mem_size), shared_mem_per_block_optin=int(dev.local_mem_size),
+        regs_per_thread=0, regs_per_sm=0, l2_bytes=int(dev.global_mem_cache_size),
+        clock_khz=int(dev.max_clock_frequency) * 1000, mem_clock_khz=0,
+        driver_version=dev.driver_version.strip(), compiler_version=dev.opencl_c_version.strip(),
+    )
+
+
+__all__ = ["GpuFacts", "cuda_preset", "detect_cuda", "detect_opencl", "opencl_facts"]
