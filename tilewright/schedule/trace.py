@@ -37,7 +37,16 @@ class Trace:
 
     @classmethod
     def from_json(cls, text: str) -> Trace:
-        return cls(Step(d["stage"], d["primitive"], d.get("args", {})) for d in json.loads(text))
+        """Parse `to_json`'s output; malformed text is a ScheduleError saying which step is wrong."""
+        if not isinstance(text, (str, bytes, bytearray)):
+            raise ScheduleError(f"Trace.from_json needs a JSON string, got {type(text).__name__}")
+        try:
+            data = json.loads(text)
+        except (ValueError, RecursionError) as exc:
+            raise ScheduleError(f"Trace.from_json: not valid JSON ({exc})") from None
+        if not isinstance(data, list):
+            raise ScheduleError(f"Trace.from_json: expected a JSON list of steps, got {type(data).__name__}")
+        return cls(_step_from_json(n, d) for n, d in enumerate(data))
 
     def __str__(self) -> str:
         lines = []
