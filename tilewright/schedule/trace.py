@@ -65,6 +65,21 @@ class Trace:
         return s
 
 
+def _step_from_json(n: int, d) -> Step:
+    where = f"Trace.from_json: step {n}"
+    if not isinstance(d, dict):
+        raise ScheduleError(f"{where} must be an object with 'stage', 'primitive' and 'args', got {d!r:.80}")
+    for key in ("stage", "primitive"):
+        if key not in d:
+            raise ScheduleError(f"{where} has no '{key}' (keys: {sorted(d)})")
+        if not isinstance(d[key], str):
+            raise ScheduleError(f"{where}: '{key}' must be a string, got {type(d[key]).__name__}")
+    args = d.get("args", {})
+    if not isinstance(args, dict):
+        raise ScheduleError(f"{where}: 'args' must be an object, got {type(args).__name__}")
+    return Step(d["stage"], d["primitive"], args)
+
+
 def _axis(stage, name: str):
     for a in stage.leaf_iter_vars:
         if a.name == name:
