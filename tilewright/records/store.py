@@ -8,12 +8,18 @@ import contextvars
 import json
 import math
 import sqlite3
+import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from ..config import cache_dir
 from ..errors import TilewrightError
+from .validate import point_problem, record_problem
+
+# How long a write waits for another process's lock before the measurement goes to a side file.
+LOCK_TIMEOUT_S = 30.0
+_ATTEMPT_S = 0.5  # sqlite's own busy wait per attempt; between attempts we report and back off
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS records (
@@ -68,8 +74,12 @@ class Record:
 
     @staticmethod
     def from_json(text: str) -> Record:
+        """Parse and validate one record; ValueError says which field is bad."""
         d = json.loads(text)
-        d["costs"] = tuple(d["costs"])
+        bad = record_problem(d)
+        if bad:
+            raise ValueError(bad)
+        d["costs"] = tuple(float(c) for c in d["costs"])
         return Record(**d)
 
 
@@ -77,34 +87,110 @@ def default_path() -> Path:
     return cache_dir() / "records.sqlite"
 
 
-class Records:
-    """An open record store (SQLite file)."""
+_INSERT = ("INSERT OR IGNORE INTO records (workload, target, point, trace, costs, cost, error_kind, error_msg, "
+           "method, seed, run_id, version, time, description) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
 
-    def __init__(self, path=None):
+
+def _row(r: Record) -> tuple:
+    cost = None if math.isinf(r.cost) else r.cost
+    return (r.workload, r.target, r.point, r.trace, json.dumps(list(r.costs)), cost, r.error_kind, r.error_msg,
+            r.method, r.seed, r.run_id, r.version, r.time, r.description)
+
+
+def _locked(exc: sqlite3.OperationalError) -> bool:
+    return "locked" in str(exc) or "busy" in str(exc)
+
+
+class Records:
+    """An open record store (SQLite file). Each `add` is its own committed
+    transaction. A database locked by another process is waited for up to
+    `lock_timeout` seconds (with a warning on stderr); past that, `add` saves
+    the record to `side_path` (JSONL, next to the database) and raises."""
+
+    def __init__(self, path=None, lock_timeout: float = LOCK_TIMEOUT_S):
         self.path = Path(path) if path is not None else default_path()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(str(self.path), timeout=30)
-        self._db.executescript(SCHEMA)
-        self._db.commit()
+        self.lock_timeout = float(lock_timeout)
+        self.side_path = self.path.with_name(self.path.name + ".unsaved.jsonl")
         self._token = None
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(str(self.path), timeout=min(_ATTEMPT_S, self.lock_timeout))
+        except (OSError, sqlite3.Error) as exc:
+            raise TilewrightError(f"cannot open the records database {self.path}: {exc}; pass another path "
+                                  "(records=...) or set TILEWRIGHT_CACHE_DIR to a writable directory") from None
+        self._retry(lambda: self._db.executescript(SCHEMA), "open")
+
+    def _retry(self, work, what: str):
+        """Run `work` and commit, retrying while another process holds the lock.
+        Raises sqlite3.OperationalError only for a lock held past the bound."""
+        start, warned, pause = time.monotonic(), False, 0.05
+        while True:
+            try:
+                out = work()
+                self._db.commit()
+                return out
+            except sqlite3.OperationalError as exc:
+                self._rollback()
+                if not _locked(exc):
+                    raise TilewrightError(f"records database {self.path}: {what} failed ({exc}); "
+                                          "check the file and its directory") from None
+                waited = time.monotonic() - start
+                if waited >= self.lock_timeout:
+                    raise
+                if not warned:
+                    sys.stderr.write(f"tilewright: records database {self.path} is locked by another process; "
+                                     f"retrying for up to {self.lock_timeout:.0f}s\n")
+                    warned = True
+                time.sleep(min(pause, max(0.0, self.lock_timeout - waited)))
+                pause = min(pause * 2, 1.0)
+            except sqlite3.DatabaseError as exc:  # corrupt file, disk full, ...
+                self._rollback()
+                raise TilewrightError(f"records database {self.path}: {what} failed ({exc}); "
+                                      "move the file aside or pass another records path") from None
+
+    def _rollback(self) -> None:
+        try:
+            self._db.rollback()
+        except sqlite3.Error:
+            pass
+
+    def _read(self, sql: str, args=()) -> list:
+        try:
+            return self._retry(lambda: self._db.execute(sql, args).fetchall(), "reading")
+        except sqlite3.OperationalError:
+            raise TilewrightError(f"records database {self.path} stayed locked for {self.lock_timeout:.0f}s; "
+                                  "retry when the other tilewright process is done") from None
 
     def add(self, r: Record) -> None:
-        """Insert and commit at once: an interrupted run loses nothing measured."""
-        cost = None if math.isinf(r.cost) else r.cost
-        self._db.execute(
-            "INSERT OR IGNORE INTO records (workload, target, point, trace, costs, cost, error_kind, error_msg, "
-            "method, seed, run_id, version, time, description) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (r.workload, r.target, r.point, r.trace, json.dumps(list(r.costs)), cost, r.error_kind, r.error_msg,
-             r.method, r.seed, r.run_id, r.version, r.time, r.description),
-        )
-        self._db.commit()
+        """Insert and commit at once: an interrupted run loses nothing measured.
+        If the lock is not released within `lock_timeout`, the record is appended
+        to `side_path` and a TilewrightError says how to import it."""
+        bad = record_problem({**asdict(r), "costs": list(r.costs)})
+        if bad:
+            raise TilewrightError(f"not adding a malformed record to {self.path} ({bad}): {r.to_json()[:200]}")
+        try:
+            self._retry(lambda: self._db.execute(_INSERT, _row(r)), "adding a record")
+        except sqlite3.OperationalError:
+            with open(self.side_path, "a") as f:
+                f.write(r.to_json() + "\n")
+            raise TilewrightError(
+                f"records database {self.path} stayed locked by another process for {self.lock_timeout:.0f}s; "
+                f"the measurement was saved to {self.side_path}: import it with `tilewright records import "
+                f"{self.side_path}` once the other process is done") from None
 
     def _rows(self, where: str = "", args=(), order: str = "id") -> list[Record]:
-        cur = self._db.execute(
+        """Rows as Records; a row whose point or costs are malformed (written by a
+        foreign or older tool) is left out, so no caller meets it."""
+        rows = self._read(
             "SELECT workload, target, point, trace, costs, error_kind, error_msg, method, seed, run_id, version, "
             f"time, description FROM records {where} ORDER BY {order}", args)
-        return [Record(w, t, p, tr, tuple(json.loads(c)), ek, em, m, s, rid, v, tm, desc)
-                for (w, t, p, tr, c, ek, em, m, s, rid, v, tm, desc) in cur.fetchall()]
+        out = []
+        for (w, t, p, tr, c, ek, em, m, s, rid, v, tm, desc) in rows:
+            costs = _costs(c)
+            if costs is None or point_problem(p) is not None:
+                continue
+            out.append(Record(w, t, p, tr, costs, ek, em, m, s, rid, v, tm, desc))
+        return out
 
     def query(self, workload: str | None = None, target: str | None = None) -> list[Record]:
         conds, args = [], []
@@ -118,22 +204,28 @@ class Records:
         return self._rows(where, tuple(args))
 
     def best(self, workload: str, target: str, k: int = 1) -> list[Record]:
-        """The k fastest points of this workload on this target, one successful record
-        each: a point measured more than once ranks by its median record (a time a noisy
-        machine flattered once does not beat a point re-timed several times)."""
-        rows = self._rows("WHERE workload = ? AND target = ? AND cost IS NOT NULL", (workload, target))
+        """The k fastest points of this workload on this target, one record each: its
+        latest successful record carrying the costs of all its successful records, so
+        `cost` is the median over every time of the point (a time a noisy machine
+        flattered once does not beat a point re-timed several times). A point with any
+        `wrong_result` record never ranks: one wrong output disqualifies a kernel."""
+        rows = self._rows("WHERE workload = ? AND target = ?", (workload, target))
         by_point: dict[str, list[Record]] = {}
         for r in rows:
             by_point.setdefault(r.point, []).append(r)
-        medians = [sorted(rs, key=lambda r: r.cost)[(len(rs) - 1) // 2] for rs in by_point.values()]
-        return sorted(medians, key=lambda r: r.cost)[:max(0, int(k))]
+        ranked = []
+        for rs in by_point.values():
+            if any(r.error_kind == "wrong_result" for r in rs):
+                continue
+            ok = [r for r in rs if r.error_kind == "none" and r.costs]
+            if ok:
+                ranked.append(replace(ok[-1], costs=tuple(c for r in ok for c in r.costs)))
+        return sorted(ranked, key=lambda r: r.cost)[:max(0, int(k))]
 
     def workloads(self) -> list[tuple[str, str, str, int, float | None]]:
         """(workload, target, description, measurements, best cost) per tuned pair."""
-        cur = self._db.execute(
-            "SELECT workload, target, MAX(description), COUNT(*), MIN(cost) FROM records "
-            "GROUP BY workload, target ORDER BY MAX(time) DESC")
-        return cur.fetchall()
+        return self._read("SELECT workload, target, MAX(description), COUNT(*), MIN(cost) FROM records "
+                          "GROUP BY workload, target ORDER BY MAX(time) DESC")
 
     def export_jsonl(self, path, workload: str | None = None) -> int:
         rows = self.query(workload)
@@ -143,20 +235,32 @@ class Records:
         return len(rows)
 
     def import_jsonl(self, path) -> int:
-        """Merge records from a JSONL file; duplicates are skipped."""
+        """Merge records from a JSONL file; duplicates are skipped. Every line is
+        validated first; a bad one rejects the whole file (`file:line: reason`) and
+        the database is left unchanged: all lines go in as one transaction."""
+        new = []
+        try:
+            with open(path) as f:
+                for n, line in enumerate(f, 1):
+                    if not line.strip():
+                        continue
+                    try:
+                        new.append(Record.from_json(line))
+                    except ValueError as exc:  # JSONDecodeError and field checks
+                        raise TilewrightError(f"{path}:{n}: not a tilewright record ({exc}); nothing was "
+                                              "imported") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise TilewrightError(f"cannot read records file {path}: {exc}") from None
         before = self.count()
-        with open(path) as f:
-            for n, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    self.add(Record.from_json(line))
-                except (ValueError, TypeError, KeyError) as exc:
-                    raise TilewrightError(f"{path}:{n}: not a tilewright record ({exc})") from None
+        try:
+            self._retry(lambda: self._db.executemany(_INSERT, [_row(r) for r in new]), "import")
+        except sqlite3.OperationalError:
+            raise TilewrightError(f"records database {self.path} stayed locked for {self.lock_timeout:.0f}s; "
+                                  f"nothing was imported from {path}: retry when the other process is done") from None
         return self.count() - before
 
     def count(self) -> int:
-        return self._db.execute("SELECT COUNT(*) FROM records").fetchone()[0]
+        return self._read("SELECT COUNT(*) FROM records")[0][0]
 
     def close(self) -> None:
         self._db.close()
@@ -184,3 +288,12 @@ def records(path=None) -> Records:
 
 def now() -> float:
     return time.time()
+
+
+def _costs(text) -> tuple[float, ...] | None:
+    """A stored costs column as floats, or None when it is not a list of numbers."""
+    try:
+        costs = json.loads(text)
+        return tuple(float(c) for c in costs) if isinstance(costs, list) else None
+    except (TypeError, ValueError):
+        return None

@@ -181,16 +181,20 @@ class Measurer:
         kind = ErrorKind.WRONG_RESULT if reply["status"] == "wrong_result" else ErrorKind.RUNTIME
         return MeasureResult(error_kind=kind, error_msg=reply["message"], run_s=elapsed)
 
-    def measure(self, schedules: list) -> list[MeasureResult]:
+    def measure(self, schedules: list, on_result=None) -> list[MeasureResult]:
+        """Results in order. `on_result(index, result)` is called as each one completes,
+        so a caller can commit it before the next runs (a kill loses nothing measured)."""
         out = []
         for built in self.build_all(schedules):
             if built.error is not None:
                 out.append(built.error)
-                continue
-            r = self.run(built.library)
-            if r.ok:
-                self.best = min(self.best, r.cost)
-            out.append(MeasureResult(r.costs, r.error_kind, r.error_msg, built.build_s, r.run_s))
+            else:
+                r = self.run(built.library)
+                if r.ok:
+                    self.best = min(self.best, r.cost)
+                out.append(MeasureResult(r.costs, r.error_kind, r.error_msg, built.build_s, r.run_s))
+            if on_result is not None:
+                on_result(len(out) - 1, out[-1])
         return out
 
     def close(self) -> None:
