@@ -112,6 +112,8 @@ class CRenderer:
         d = e.dtype
         if d.name in ("bfloat16",):
             return self.bf16_binary(e, a, b)
+        if e.op in (BinOp.FLOORDIV, BinOp.FLOORMOD, BinOp.TRUNCDIV, BinOp.TRUNCMOD) and d.is_int:
+            return f"{self.helper_floordiv(e.op, d)}({a}, {b})"  # defined at b == 0 and MIN / -1: no trap
         if e.op in _INFIX:
             return f"({a} {_INFIX[e.op]} {b})"
         if e.op in (BinOp.AND, BinOp.OR):
@@ -193,12 +195,23 @@ class CRenderer:
         return name
 
     def helper_floordiv(self, op: BinOp, d: DType) -> str:
+        """Integer division/modulo that never traps: x / 0 == 0 and x % 0 == x (so a == (a/b)*b + a%b
+        still holds), MIN / -1 wraps to MIN; the reference evaluator computes the same."""
         t = self.type_name(d)
-        name = f"tw_{'floordiv' if op is BinOp.FLOORDIV else 'floormod'}_{d.name}"
-        if op is BinOp.FLOORDIV:
-            body = f"{t} q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;"
-        else:
-            body = f"{t} r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;"
+        name = f"tw_{op.name.lower()}_{d.name}"
+        low = d.int_range[0]
+        neg = f"(a == {self.const(Const(low + 1, d))} - 1 ? a : -a)" if low < 0 else "a"
+        zero = "return 0;" if op in (BinOp.FLOORDIV, BinOp.TRUNCDIV) else "return a;"
+        minus1 = f"return {neg};" if op in (BinOp.FLOORDIV, BinOp.TRUNCDIV) else "return 0;"
+        body = {
+            BinOp.FLOORDIV: f"{t} q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;",
+            BinOp.FLOORMOD: f"{t} r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;",
+            BinOp.TRUNCDIV: "return a / b;",
+            BinOp.TRUNCMOD: "return a % b;",
+        }[op]
+        if low < 0:
+            body = f"if (b == -1) {minus1} {body}"
+        body = f"if (b == 0) {zero} {body}"
         self.helpers.setdefault(name, f"static inline {t} {name}({t} a, {t} b) {{ {body} }}")
         return name
 

@@ -89,6 +89,10 @@ def binary(op: BinOp, a, b) -> Expr:
     if op in (BinOp.TRUNCDIV, BinOp.TRUNCMOD, BinOp.SHL, BinOp.SHR) and not d.is_int:
         raise DTypeError(f"{op.value} needs integer operands, got {d}")
     a, b = coerce(a, d), coerce(b, d)
+    if op in _INT_DIVISIONS and d.is_int and _is_literal(b, 0):
+        # a data zero gives x // 0 == 0 and x % 0 == x (reference and kernels); a literal one is a bug
+        raise ExprError(f"operator {op.value} by the constant 0 on {d}: `{a} {op.value} 0` has no value; "
+                        f"divide by a nonzero constant or guard the divisor with tw.if_then_else")
     # Fold only identities that keep formulas readable (x + 0, x * 1, x // 1);
     # real simplification is the lowering's job.
     if _is_literal(b, 0) and op in (BinOp.ADD, BinOp.SUB) and not d.is_float:
@@ -100,6 +104,9 @@ def binary(op: BinOp, a, b) -> Expr:
     if _is_literal(a, 1) and op is BinOp.MUL and not d.is_float:
         return b
     return Binary(op, a, b, d)
+
+
+_INT_DIVISIONS = (BinOp.FLOORDIV, BinOp.FLOORMOD, BinOp.TRUNCDIV, BinOp.TRUNCMOD)
 
 
 def _is_literal(e: Expr, value) -> bool:

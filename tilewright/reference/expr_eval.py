@@ -49,6 +49,22 @@ def _truncdiv(a, b):
     return (a - np.fmod(a, b)) // np.where(b == 0, 1, b)
 
 
+_INT_DIVISIONS = (BinOp.FLOORDIV, BinOp.FLOORMOD, BinOp.TRUNCDIV, BinOp.TRUNCMOD)
+
+
+def _int_division(op: BinOp, a, b):
+    """Integer division as the kernels compute it: x / 0 == 0 and x % 0 == x (so a == (a/b)*b + a%b
+    holds), MIN / -1 wraps to MIN; never a trap."""
+    zero = b == 0
+    safe = np.where(zero, np.ones_like(b), b)
+    if op is BinOp.FLOORDIV:
+        return np.where(zero, np.zeros_like(a), np.floor_divide(a, safe))
+    if op is BinOp.TRUNCDIV:
+        return np.where(zero, np.zeros_like(a), _truncdiv(a, safe))
+    rest = np.mod(a, safe) if op is BinOp.FLOORMOD else np.fmod(a, safe)
+    return np.where(zero, a, rest)
+
+
 _BINARY = {
     BinOp.ADD: np.add, BinOp.SUB: np.subtract, BinOp.MUL: np.multiply, BinOp.DIV: np.true_divide,
     BinOp.FLOORMOD: np.mod, BinOp.TRUNCMOD: np.fmod, BinOp.TRUNCDIV: _truncdiv,
@@ -124,16 +140,16 @@ class ExprEvaluator:
     def _binary(self, e: Binary, mask) -> np.ndarray:
         a, b = self._eval(e.a, mask), self._eval(e.b, mask)
         op = e.op
-        if op is BinOp.FLOORDIV:
-            out = np.floor(a / b) if e.dtype.is_float else np.floor_divide(a, np.where(b == 0, 1, b))
+        if op in _INT_DIVISIONS and e.dtype.is_int:
+            out = _int_division(op, a, b)
+        elif op is BinOp.FLOORDIV:
+            out = np.floor(a / b)
         elif op is BinOp.AND:
             out = np.logical_and(a, b) if e.dtype.is_bool else np.bitwise_and(a, b)
         elif op is BinOp.OR:
             out = np.logical_or(a, b) if e.dtype.is_bool else np.bitwise_or(a, b)
         elif op is BinOp.XOR and e.dtype.is_bool:
             out = np.logical_xor(a, b)
-        elif op in (BinOp.FLOORMOD, BinOp.TRUNCMOD) and e.dtype.is_int:
-            out = _BINARY[op](a, np.where(b == 0, 1, b))
         else:
             out = _BINARY[op](a, b)
         return _fix(np.asarray(out), e.dtype)
