@@ -5,10 +5,11 @@ import numpy as np
 import pytest
 
 import tilewright as tw
-import tilewright.tuning as tune_module
+import tilewright.api as api_module
+import tilewright.search.tuner as tune_module
 from tilewright.cli import main as cli_main
 from tilewright.records import Records
-from tilewright.tuning import FINAL_ROUNDS, FINALISTS
+from tilewright.search.tuner import FINAL_ROUNDS, FINALISTS
 
 
 def gemm():
@@ -96,7 +97,10 @@ def test_interrupted_run_keeps_its_measurements_and_resumes(tmp_path, monkeypatc
 
 
 def test_failing_candidates_are_recorded_and_search_goes_on(tmp_path, monkeypatch):
-    real = tune_module.apply_cpu
+    from dataclasses import replace
+
+    real_backend = api_module.backend_for(tw.as_target("cpu"))
+    real = real_backend.apply
     seen = {"n": 0}
 
     def sometimes_broken(outputs, plan, point):
@@ -105,7 +109,7 @@ def test_failing_candidates_are_recorded_and_search_goes_on(tmp_path, monkeypatc
             raise tw.ScheduleError("injected failure")
         return real(outputs, plan, point)
 
-    monkeypatch.setattr(tune_module, "apply_cpu", sometimes_broken)
+    monkeypatch.setattr(api_module, "backend_for", lambda t: replace(real_backend, apply=sometimes_broken))
     r = tw.tune(gemm(), trials=9, seed=0, records=tmp_path / "r.sqlite", progress=False)
     assert r.errors.get("instantiate", 0) >= 2 and np.isfinite(r.best_cost)
     failed = [rec for rec in Records(tmp_path / "r.sqlite").query() if rec.error_kind == "instantiate"]

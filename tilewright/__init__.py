@@ -7,7 +7,7 @@ with the NumPy reference (`evaluate`)."""
 __version__ = "0.1.0"
 
 from . import ops
-from .driver import build, lower
+from .api import build, lower, tune
 from .errors import (
     BuildError,
     DTypeError,
@@ -19,11 +19,13 @@ from .errors import (
     ScheduleError,
     ShapeError,
     TilewrightError,
+    TilewrightWarning,
 )
 from .ir.dtype import DType, as_dtype
 from .records import records
 from .reference import evaluate
-from .schedule import Schedule, create_schedule
+from .schedule import Schedule, ThreadAxis, create_schedule, thread_axis
+from .search.tuner import TuneResult
 from .targets import Target, as_target
 from .te import (
     Tensor,
@@ -62,13 +64,12 @@ from .te import (
     truncdiv,
     truncmod,
 )
-from .tuning import TuneResult, tune
 
 __all__ = [
     "ops", "evaluate", "DType", "as_dtype", "Tensor", "build", "lower", "Schedule", "create_schedule", "Target",
-    "as_target", "records", "tune", "TuneResult",
+    "as_target", "records", "tune", "TuneResult", "ThreadAxis", "thread_axis",
     "BuildError", "DTypeError", "EvaluationError", "ExprError", "LoweringError", "MeasureError",
-    "NameConflictError", "ScheduleError", "ShapeError", "TilewrightError",
+    "NameConflictError", "ScheduleError", "ShapeError", "TilewrightError", "TilewrightWarning",
     "abs", "all", "any", "cast", "ceil", "comm_reducer", "compute", "const", "cos", "erf", "exp", "floor",
     "floordiv", "floormod", "if_then_else", "log", "logical_and", "logical_not", "logical_or", "max", "min",
     "placeholder", "pow", "reduce_axis", "round", "rsqrt", "select", "sigmoid", "sin", "sqrt", "sum", "tanh",

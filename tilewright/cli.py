@@ -56,7 +56,7 @@ def _program(args) -> list:
 
 
 def cmd_tune(args) -> int:
-    from .tuning import tune
+    from .api import tune
 
     tensors = _program(args)
     result = tune(tensors, target=args.target, trials=args.trials, method=args.method, timeout=args.timeout,

@@ -41,3 +41,8 @@ class BuildError(TilewrightError):
 
 class MeasureError(TilewrightError):
     """Running or timing a kernel failed."""
+
+
+class TilewrightWarning(UserWarning):
+    """Something a user should know that does not stop the work (records of another
+    target not applied, a record whose trace no longer replays)."""

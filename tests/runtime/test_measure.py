@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import tilewright as tw
+from tilewright.backends import backend_for
 from tilewright.build import build_library
 from tilewright.runtime.measure import ErrorKind, Measurer
 
@@ -22,7 +23,8 @@ double tw_time(void **args, int32_t number) { for (int32_t n = 0; n < number; ++
 def measurer():
     A = tw.placeholder((64,), "float32", name="A")
     B = tw.compute((64,), lambda i: A[i] * 2.0, name="B")
-    m = Measurer([B], [A, B], tw.as_target("cpu"), timeout=2.0, repeat=2, min_repeat_ms=1)
+    cpu = tw.as_target("cpu")
+    m = Measurer([B], [A, B], cpu, backend_for(cpu), timeout=2.0, repeat=2, min_repeat_ms=1)
     yield m, A, B
     m.close()
 
@@ -70,17 +72,17 @@ def test_error_code_is_a_runtime_error(measurer):
     assert r.error_kind is ErrorKind.RUNTIME and "error code -1" in r.error_msg
 
 
-def test_compile_and_instantiate_errors(measurer, monkeypatch):
-    m, A, B = measurer
-    import tilewright.runtime.measure as measure
+def test_compile_and_instantiate_errors(measurer):
+    from dataclasses import replace
 
+    m, A, B = measurer
     results = m.measure([tw.ScheduleError("stage 'B': bad split")])
     assert results[0].error_kind is ErrorKind.INSTANTIATE and "bad split" in results[0].error_msg
 
     class Broken:
         text = "this is not C"
 
-    monkeypatch.setattr(measure, "generate_c", lambda func: Broken())
+    m.backend = replace(m.backend, render=lambda func, target: Broken())
     results = m.measure([tw.create_schedule(B)])
     assert results[0].error_kind is ErrorKind.COMPILE and "compilation failed" in results[0].error_msg
     assert np.isinf(results[0].cost)

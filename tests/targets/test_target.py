@@ -14,7 +14,7 @@ from oracle import check_kernel
 import tilewright as tw
 from tilewright.build import compile_flags
 from tilewright.targets import ISA_FEATURES, Target, host_target
-from tilewright.targets.cpu import _KNOWN
+from tilewright.targets.target import KNOWN_FEATURES as _KNOWN
 
 HOST = tw.as_target("cpu")
 X86 = HOST.arch == "x86_64"
@@ -180,7 +180,7 @@ def test_forced_isa_limits_the_instructions():
 
 
 def test_peak_is_plausible():
-    from tilewright.targets.peak import fp32_peak_gflops
+    from tilewright.runtime.peak import fp32_peak_gflops
 
     peak = fp32_peak_gflops(HOST, 1)
     lanes = max(HOST.vector_bytes, 16) // 4

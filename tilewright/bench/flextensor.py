@@ -21,12 +21,12 @@ from pathlib import Path
 import numpy as np
 
 from ..analysis.graph import analyze
+from ..api import tune
 from ..errors import TilewrightError
 from ..records import Records
 from ..reference import evaluate
+from ..runtime.peak import fp32_peak_gflops, measure_fp32_peak_gflops
 from ..targets import as_target
-from ..targets.peak import fp32_peak_gflops, measure_fp32_peak_gflops
-from ..tuning import tune
 from ..workloads import suite
 from ..workloads.baselines import torch_variants
 from ..workloads.builders import suite_program
@@ -67,17 +67,15 @@ def run_case(op: str, case: str, trials: int, threads: int, records: Records, me
              reuse: bool = False, seed: int = 0, progress: bool = False) -> CaseResult:
     tensors = suite_program(op, case)
     target = as_target("cpu")
-    if threads != target.cores:
-        from dataclasses import replace
-
-        target = replace(target, cores=threads)
+    if threads != target.cores:  # another fingerprint: records of one thread count never serve another
+        target = target.with_cores(threads)
     outputs = tensors[-1:]
     from ..analysis.workload import workload_key
 
     known = records.best(workload_key(outputs), target.key, k=1) if reuse else []
     errors, default_s, tuned = {}, None, 0
     if known:
-        from ..driver import build as build_kernel
+        from ..api import build as build_kernel
 
         with records:  # the best record of this workload and target
             kernel = build_kernel(tensors, target=target)

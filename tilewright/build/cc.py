@@ -30,6 +30,11 @@ class BuildResult:
     flags: tuple[str, ...]
     cached: bool
 
+    @property
+    def path(self) -> Path:
+        """What a measuring process loads (every backend's artefact has one)."""
+        return self.library
+
 
 def compile_flags(target: Target) -> tuple[str, ...]:
     return BASE_FLAGS + target.cflags

@@ -24,13 +24,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..build import build_library
-from ..codegen import generate_c
 from ..errors import BuildError, TilewrightError
-from ..lower import lower
 from ..reference import evaluate
 from ..targets import Target
+from .inputs import check_fits_in_memory, positive_inputs, random_input
 from .kernel import storage_dtype
+from .runner import unusable_reference
 
 
 class ErrorKind(enum.Enum):
@@ -79,26 +78,33 @@ SLOW_FACTOR = 4.0
 class Measurer:
     """Measure schedules of one program on `target` with shared random inputs."""
 
-    def __init__(self, outputs: list, args: list, target: Target, timeout: float = 10.0, repeat: int = 3,
+    def __init__(self, outputs: list, args: list, target: Target, backend, timeout: float = 10.0, repeat: int = 3,
                  min_repeat_ms: float = 20.0, build_workers: int | None = None, seed: int = 0,
                  threads: int | None = None):
-        self.outputs, self.args, self.target = outputs, args, target
+        self.outputs, self.args, self.target, self.backend = outputs, args, target, backend
         self.timeout, self.repeat, self.min_repeat_ms = timeout, repeat, min_repeat_ms
         self.threads = threads or target.cores
         self.build_workers = build_workers or max(1, os.cpu_count() or 1)
+        check_fits_in_memory(outputs, args)  # before allocating anything
         self._dir = tempfile.TemporaryDirectory(prefix="tilewright-measure-")
         out_ids = {id(t) for t in outputs}
         inputs = [t for t in args if id(t) not in out_ids]
         outs = [t for t in args if id(t) in out_ids]
         self.n_inputs = len(inputs)
         rng = np.random.default_rng(seed)
-        values = {}
+        values, positive = {}, positive_inputs(outs)
         for n, t in enumerate(inputs):
-            values[t] = _random_input(rng, t)
+            values[t] = random_input(rng, t, id(t) in positive)  # from the operator's domain
             np.save(os.path.join(self._dir.name, f"arg{n}.npy"), _to_storage(values[t], t))
         refs = evaluate(outs, values)
         self.tolerances = []
         for n, (t, ref) in enumerate(zip(outs, refs)):
+            bad = unusable_reference(ref)
+            if bad:
+                self._dir.cleanup()
+                raise TilewrightError(
+                    f"output '{t.name}' of the reference on random inputs is unusable as a check: {bad}; give the "
+                    "operator inputs from its domain (e.g. positive values for log/sqrt) or guard the expression")
             np.save(os.path.join(self._dir.name, f"arg{self.n_inputs + n}.npy"), np.zeros(t.shape, _storage(t)))
             np.save(os.path.join(self._dir.name, f"ref{n}.npy"), _to_storage(ref, t))
             self.tolerances.append(TOLERANCE.get(t.dtype.name))
@@ -111,17 +117,18 @@ class Measurer:
         start = time.perf_counter()
         if isinstance(schedule, BaseException):
             return _Built(error=MeasureResult(error_kind=ErrorKind.INSTANTIATE, error_msg=_message(schedule)))
+        b = self.backend
         try:
-            func = lower(schedule, self.args)
-            source = generate_c(func).text
+            func = b.lower(schedule, self.args, "kernel", self.target)
+            source = b.render(func, self.target)
         except TilewrightError as exc:
             return _Built(error=MeasureResult(error_kind=ErrorKind.INSTANTIATE, error_msg=_message(exc)))
         try:
-            lib = build_library(source, self.target, timeout=max(60.0, self.timeout * 6))
+            artefact = b.compile(source, self.target, max(60.0, self.timeout * 6))
         except BuildError as exc:
             return _Built(error=MeasureResult(error_kind=ErrorKind.COMPILE, error_msg=_message(exc),
                                               build_s=time.perf_counter() - start))
-        return _Built(library=str(lib.library), build_s=time.perf_counter() - start, source=source)
+        return _Built(library=str(artefact.path), build_s=time.perf_counter() - start, source=source.text)
 
     def build_all(self, schedules: list) -> list[_Built]:
         # Lowering is Python (serial); the compiler runs in parallel subprocesses.
@@ -132,7 +139,7 @@ class Measurer:
     def _start(self) -> None:
         # A fresh interpreter (not multiprocessing): no re-import of the user's __main__.
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "tilewright.runtime.runner"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            [sys.executable, "-m", self.backend.runner], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL, text=True, bufsize=1,
         )
         config = {"data_dir": self._dir.name, "n_inputs": self.n_inputs, "threads": self.threads,
@@ -221,16 +228,6 @@ def _storage(t) -> np.dtype:
     from ..ir.stmt import Buffer
 
     return storage_dtype(Buffer(t.name, t.shape, t.dtype))
-
-
-def _random_input(rng: np.random.Generator, t) -> np.ndarray:
-    d = t.dtype
-    if d.is_float:
-        return rng.uniform(-1, 1, size=t.shape).astype(np.float32 if d.name == "bfloat16" else d.numpy)
-    if d.is_bool:
-        return rng.integers(0, 2, size=t.shape).astype(bool)
-    lo, hi = d.int_range
-    return rng.integers(max(lo, -64), min(hi, 64) + 1, size=t.shape).astype(d.numpy)
 
 
 def _to_storage(value: np.ndarray, t) -> np.ndarray:

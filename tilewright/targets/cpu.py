@@ -1,6 +1,5 @@
-"""CPU targets: host detection (cores, ISA features, vector width, caches,
-compiler) and forcing a lower ISA. Code asks a Target for facts; nothing
-assumes AVX-512 or AMX are present."""
+"""Host CPU detection: cores, ISA features, caches and compiler, read at run
+time (nothing assumes AVX-512 or AMX are present)."""
 
 from __future__ import annotations
 
@@ -9,91 +8,8 @@ import os
 import platform
 import re
 import subprocess
-from dataclasses import dataclass, field, replace
 
-from ..errors import TilewrightError
-
-# ISA levels we can force, from lowest to highest; each implies the ones before.
-ISA_FEATURES = {
-    "scalar": (),
-    "sse4.2": ("sse4_2",),
-    "avx2": ("sse4_2", "avx", "avx2", "fma"),
-    "avx512": ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512dq"),
-}
-_GCC_MARCH = {"scalar": "x86-64", "sse4.2": "x86-64-v2", "avx2": "x86-64-v3", "avx512": "x86-64-v4"}
-_KNOWN = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni",
-          "avx512_bf16", "avx512_fp16", "amx_tile", "amx_int8", "amx_bf16", "avx_vnni")
-
-
-@dataclass(frozen=True)
-class Target:
-    kind: str = "cpu"
-    arch: str = "x86_64"
-    cores: int = 1
-    features: frozenset = field(default_factory=frozenset)
-    isa: str = "native"  # "native" or a key of ISA_FEATURES
-    caches: tuple = ()  # ((level, kind, bytes), ...)
-    l1_ways: int = 8  # L1 data cache associativity (x86 cores since Nehalem: 8 or 12)
-    compiler: str = "cc"
-    compiler_version: str = ""
-
-    @property
-    def vector_bytes(self) -> int:
-        if "avx512f" in self.features:
-            return 64
-        if "avx2" in self.features or "avx" in self.features:
-            return 32
-        if "sse4_2" in self.features or self.arch in ("aarch64", "arm64"):
-            return 16
-        return 0
-
-    @property
-    def vector_registers(self) -> int:
-        """Architectural SIMD registers: what a register tile of accumulators must fit in."""
-        if "avx512f" in self.features or self.arch in ("aarch64", "arm64"):
-            return 32
-        return 16
-
-    def vector_lanes(self, dtype_bytes: int) -> int:
-        """Lanes of a native vector of elements of `dtype_bytes` (1 = scalar)."""
-        return max(1, self.vector_bytes // dtype_bytes) if self.vector_bytes else 1
-
-    def has(self, feature: str) -> bool:
-        return feature in self.features
-
-    def cache_bytes(self, level: int) -> int:
-        for lvl, kind, size in self.caches:
-            if lvl == level and kind in ("Data", "Unified"):
-                return size
-        return 0
-
-    @property
-    def cflags(self) -> tuple[str, ...]:
-        if self.arch != "x86_64":
-            return ("-mcpu=native",) if self.isa == "native" else ()
-        if self.isa == "native":
-            return ("-march=native",)
-        return (f"-march={_GCC_MARCH[self.isa]}", "-mtune=native")
-
-    @property
-    def key(self) -> str:
-        """Identity for records: what a kernel's speed and legality depend on."""
-        feats = ",".join(sorted(self.features))
-        return f"{self.kind}-{self.arch}-{self.isa}[{feats}]-{self.compiler_version}"
-
-    def with_isa(self, isa: str) -> Target:
-        """This host restricted to a lower ISA level (e.g. "avx2"); "native" keeps it as it is."""
-        if isa == "native":
-            return self
-        if isa not in ISA_FEATURES:
-            raise TilewrightError(f"unknown ISA level {isa!r}; valid: {', '.join(ISA_FEATURES)} or 'native'")
-        if not set(ISA_FEATURES[isa]) <= set(self.features):
-            raise TilewrightError(f"the host lacks {isa}; its features are {sorted(self.features)}")
-        return replace(self, isa=isa, features=frozenset(ISA_FEATURES[isa]) & self.features)
-
-    def __str__(self) -> str:
-        vec = f"{self.vector_bytes * 8}-bit vectors" if self.vector_bytes else "scalar"
-        return f"{self.kind} {self.arch} ({self.isa}, {vec}, {self.cores} cores, {self.compiler_version})"
+from .target import KNOWN_FEATURES, Target
 
 
 def _cpu_flags() -> set[str]:
@@ -165,5 +81,5 @@ def host_target() -> Target:
     flags = _cpu_flags()
     caches = _sysfs_caches()
     return Target(kind="cpu", arch=platform.machine(), cores=cores,
-                  features=frozenset(f for f in flags if f in _KNOWN), isa="native", caches=_caches(caches),
+                  features=frozenset(f for f in flags if f in KNOWN_FEATURES), isa="native", caches=_caches(caches),
                   l1_ways=_l1_ways(caches), compiler=cc, compiler_version=compiler_version(cc))

@@ -1,27 +1,91 @@
-"""Turning what a user passes as `target=` into a Target."""
+"""Turning what a user passes as `target=` into a Target.
+
+Strings: "cpu" (also "llvm", "c"), "cpu -isa=avx2"; "cuda" (the first GPU,
+or "cuda -device=N"), "cuda -arch=sm_90" (compile-only facts of that
+architecture when no GPU is present); "opencl" (the first OpenCL device,
+"opencl -platform=P -device=N")."""
 
 from __future__ import annotations
 
 from ..errors import TilewrightError
-from .cpu import Target, host_target
+from .cpu import host_target
+from .target import KINDS, Target
+
+_OPTIONS = {"cpu": ("isa",), "cuda": ("arch", "device"), "opencl": ("platform", "device")}
+_ALIASES = {"llvm": "cpu", "c": "cpu"}
+
+
+def _parse(text: str) -> tuple[str, dict[str, str]]:
+    words = text.split()
+    kind = _ALIASES.get(words[0], words[0]) if words else ""
+    if kind not in KINDS:
+        raise TilewrightError(f"unknown target {text!r}; available: 'cpu' (optionally 'cpu -isa=avx2'), "
+                              f"'cuda' ('cuda -arch=sm_90' to compile without a GPU), 'opencl'")
+    opts = {}
+    for w in words[1:]:
+        name, eq, value = w.lstrip("-").partition("=")
+        if not w.startswith("-") or not eq or name not in _OPTIONS[kind]:
+            valid = ", ".join(f"-{o}=..." for o in _OPTIONS[kind])
+            raise TilewrightError(f"unknown target option {w!r} in {text!r}; valid for {kind}: {valid}")
+        opts[name] = value
+    return kind, opts
+
+
+def _index(opts: dict, name: str) -> int:
+    value = opts.get(name, "0")
+    if not value.isdigit():
+        raise TilewrightError(f"target option -{name} must be a non-negative integer, got {value!r}")
+    return int(value)
+
+
+def _cuda(opts: dict) -> Target:
+    from .gpu import cuda_preset, detect_cuda
+
+    facts = detect_cuda(_index(opts, "device"))
+    arch = opts.get("arch")
+    if facts is None:
+        if arch is None:
+            raise TilewrightError("no CUDA device found (the driver or cuda-bindings is missing, or no GPU); "
+                                  "to generate and compile CUDA without one, use 'cuda -arch=sm_80' or "
+                                  "'cuda -arch=sm_90'")
+        facts = cuda_preset(arch)
+    elif arch is not None and arch != facts.arch:
+        raise TilewrightError(f"-arch={arch} does not match the detected GPU {facts.name} ({facts.arch})")
+    return Target(kind="cuda", arch=facts.arch, gpu=facts, compiler="nvcc", compiler_version=facts.compiler_version)
+
+
+def _opencl(opts: dict) -> Target:
+    from .gpu import detect_opencl
+
+    platform = opts.get("platform")
+    facts = detect_opencl(platform, _index(opts, "device"))
+    if facts is None:
+        raise TilewrightError("no OpenCL device found: install pyopencl and an OpenCL driver "
+                              "(pip install pyopencl pocl-binary-distribution gives PoCL's CPU device)"
+                              + (f"; platform {platform!r} was asked for" if platform else ""))
+    return Target(kind="opencl", arch=facts.arch, gpu=facts, compiler="opencl",
+                  compiler_version=facts.compiler_version)
 
 
 def as_target(target=None, isa: str | None = None) -> Target:
-    """None/"cpu"/"llvm"/"c" -> the host CPU; a Target passes through;
-    `isa` (or "cpu -isa=avx2") forces a lower ISA level."""
+    """None/"cpu"/"llvm"/"c" -> the host CPU; "cuda"/"opencl" -> the device; a Target passes
+    through; `isa` (or "cpu -isa=avx2") forces a lower ISA level on a CPU."""
     if isinstance(target, Target):
         return target.with_isa(isa) if isa else target
     if target is None:
         target = "cpu"
     if not isinstance(target, str):
-        raise TilewrightError(f"target must be a string like 'cpu' or a tw.Target, got {target!r}")
-    words = target.split()
-    if not words or words[0] not in ("cpu", "llvm", "c"):
-        raise TilewrightError(f"unknown target {target!r}; available: 'cpu' (optionally 'cpu -isa=avx2')")
-    for w in words[1:]:
-        if w.startswith("-isa="):
-            isa = w[5:]
-        else:
-            raise TilewrightError(f"unknown target option {w!r} in {target!r}; valid: -isa=<scalar|sse4.2|avx2|avx512>")
-    t = host_target()
+        raise TilewrightError(f"target must be a string like 'cpu', 'cuda', 'opencl' or a tw.Target, "
+                              f"got {target!r}")
+    kind, opts = _parse(target)
+    if kind == "cuda":
+        t = _cuda(opts)
+    elif kind == "opencl":
+        t = _opencl(opts)
+    else:
+        t = host_target()
+        isa = opts.get("isa", isa)
     return t.with_isa(isa) if isa else t
+
+
+__all__ = ["as_target"]

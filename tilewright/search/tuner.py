@@ -1,5 +1,7 @@
-"""`tw.tune`: explore the schedule space of a program by measurement, record
-every measurement, and return the best schedule found.
+"""The tuner loop behind `tw.tune`: explore the schedule space of a program by
+measurement, record every measurement, and return the best schedule found.
+It knows no target kind: the backend record (backends.py) passed in supplies
+the space, the point -> schedule implementation and the build pipeline.
 
 The default (heuristic) point is measured first, so the report shows what
 search added; known records of the same workload on the same target seed the
@@ -12,20 +14,20 @@ import statistics
 import sys
 import time
 import uuid
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import __version__
-from .analysis import workload_key
-from .config import cache_dir
-from .driver import build as build_schedule
-from .errors import TilewrightError
-from .records import Record, Records
-from .runtime.measure import ErrorKind, Measurer, MeasureResult
-from .search import make_strategy
-from .space import Point, apply_cpu, cpu_space, default_point, heuristic_points
-from .targets import as_target
-from .te.tensor import PlaceholderOp, Tensor
+from .. import __version__
+from ..analysis import workload_key
+from ..config import cache_dir
+from ..errors import TilewrightError, TilewrightWarning
+from ..records import Record, Records
+from ..runtime.measure import ErrorKind, Measurer, MeasureResult
+from ..space import Point
+from ..te.tensor import PlaceholderOp, Tensor
+from . import make_strategy
+from .replay import schedule_from_trace, trace_of
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,7 @@ class TuneResult:
     args: list
     outputs: list
     target: object
+    backend: object
     space: object
     plan: object
     method: str
@@ -73,11 +76,11 @@ class TuneResult:
     def schedule(self):
         if self.best_point is None:
             raise TilewrightError("tuning found no working schedule; see the errors in the report")
-        return apply_cpu(self.outputs, self.plan, self.best_point)
+        return self.backend.apply(self.outputs, self.plan, self.best_point)
 
     def build(self):
         """The best kernel, compiled (cached), taking `args` in order."""
-        return build_schedule(self.schedule(), self.args, target=self.target)
+        return self.backend.build(self.schedule(), self.args, self.target)
 
     def report(self) -> str:
         lines = [f"tuned {self.plan.main.name} ({self.flops / 1e9:.3f} GFLOP) on {self.target} with method "
@@ -124,20 +127,19 @@ class _Progress:
             sys.stderr.write("\n")
 
 
-def tune(tensors, target="cpu", trials: int = 200, method: str = "q", timeout: float = 10.0, seed: int = 0,
-         records=None, early_stop: int | None = None, batch: int | None = None, warmup: int | None = None,
-         progress: bool | None = None, log=None, from_default: bool = True) -> TuneResult:
+def run_tuning(backend, tensors, tgt, trials: int = 200, method: str = "q", timeout: float = 10.0, seed: int = 0,
+               records=None, early_stop: int | None = None, batch: int | None = None, warmup: int | None = None,
+               progress: bool | None = None, log=None, from_default: bool = True) -> TuneResult:
     """Search `trials` schedules of the program whose arguments are `tensors`
-    (inputs and outputs, in kernel order). Returns a TuneResult with the best
-    schedule, its time, the history, `report()` and `build()`.
+    (inputs and outputs, in kernel order) on target `tgt` through `backend`.
 
     The heuristic default point is measured first, with the next best
     register-tile shapes of the model, and the search starts from them;
     `from_default=False` leaves them out (to compare search methods from
     scratch, as FlexTensor's Figure 7 does)."""
     args, outputs = _split_args(tensors)
-    tgt = as_target(target)
-    space, plan = cpu_space(outputs, tgt)
+    backend.require_space()
+    space, plan = backend.space(outputs, tgt)
     strategy = make_strategy(method, space, seed)
     store = records if isinstance(records, Records) else Records(records)
     wkey, tkey = workload_key(outputs), tgt.key
@@ -156,17 +158,18 @@ def tune(tensors, target="cpu", trials: int = 200, method: str = "q", timeout: f
             strategy.observe([p], [r.cost])
     strategy.trials = 0
 
-    result = TuneResult(args, outputs, tgt, space, plan, method, wkey, *strategy.best, math.inf, log_path=log_path)
+    result = TuneResult(args, outputs, tgt, backend, space, plan, method, wkey, *strategy.best, math.inf,
+                        log_path=log_path)
     show = sys.stderr.isatty() if progress is None else progress
     bar = _Progress(show, plan.main.name, trials, plan.graph.flops)
     start = time.perf_counter()
-    default = default_point(space, plan)
+    default = backend.default_point(space, plan)
     last_gain = 0
     n_errors = 0
-    with Measurer(outputs, args, tgt, timeout=timeout, seed=seed) as measurer:
+    with Measurer(outputs, args, tgt, backend, timeout=timeout, seed=seed) as measurer:
         if default in strategy.costs:
             result.default_cost = strategy.costs[default]
-        seeds = heuristic_points(space, plan, k=batch) if from_default else []
+        seeds = backend.heuristic_points(space, plan, k=batch) if from_default else []
         queue = [p for p in seeds if p not in strategy.costs]
         while len(result.history) < trials:
             want = min(batch, trials - len(result.history))
@@ -179,7 +182,7 @@ def tune(tensors, target="cpu", trials: int = 200, method: str = "q", timeout: f
             if not points:
                 logf.write("space exhausted\n")
                 break
-            schedules = _instantiate(outputs, plan, points)
+            schedules = _instantiate(backend, outputs, plan, points)
             measured = measurer.measure(schedules)
             for p, s, m in zip(points, schedules, measured):
                 _record(store, wkey, tkey, p, s, m, method, seed, run_id, description)
@@ -230,7 +233,7 @@ def _retime_finalists(result: TuneResult, store: Records, tkey: str, measurer, r
         finalists.append(default)
     if len(finalists) < 2:
         return
-    schedules = _instantiate(result.outputs, result.plan, finalists)
+    schedules = _instantiate(result.backend, result.outputs, result.plan, finalists)
     default_costs = [result.default_cost] if math.isfinite(result.default_cost) else []
     for _ in range(FINAL_ROUNDS):
         for p, sched, m in zip(finalists, schedules, measurer.measure(schedules)):
@@ -245,12 +248,12 @@ def _retime_finalists(result: TuneResult, store: Records, tkey: str, measurer, r
     result.best_point, result.best_cost = now[0][0], now[0][1].cost
 
 
-def _instantiate(outputs, plan, points) -> list:
+def _instantiate(backend, outputs, plan, points) -> list:
     """The schedule of each point, or the error that stopped it (measured as a failure)."""
     out = []
     for p in points:
         try:
-            out.append(apply_cpu(outputs, plan, p))
+            out.append(backend.apply(outputs, plan, p))
         except TilewrightError as exc:
             out.append(exc)
     return out
@@ -265,26 +268,45 @@ def _valid_point(record: Record, space) -> Point | None:
     return p if space.valid(p) else None
 
 
-def best_schedule(tensors, target):
-    """The schedule of the best record in the active store, or the default point's."""
-    from .records import active_records
+def best_schedule(backend, tensors, tgt):
+    """The schedule of the best record in the active store for this workload and target
+    fingerprint, rebuilt by replaying its stored trace (not re-derived from its point, so
+    a later change of the space code cannot change it), or else the default point's.
+    Records of the same workload for other fingerprints are never applied: a warning says
+    they exist; so does one for a record whose trace no longer replays."""
+    from ..records import active_records
 
     _, outputs = _split_args(tensors)
-    tgt = as_target(target)
-    space, plan = cpu_space(outputs, tgt)
     store = active_records()
     if store is not None:
-        for r in store.best(workload_key(outputs), tgt.key, k=5):
-            p = _valid_point(r, space)
-            if p is not None:
-                return apply_cpu(outputs, plan, p)
-    return apply_cpu(outputs, plan, default_point(space, plan))
+        wkey = workload_key(outputs)
+        mine = [r for r in store.best(wkey, tgt.key, k=5) if r.trace]
+        failures = []
+        for r in mine:
+            try:
+                return schedule_from_trace(outputs, r.trace)
+            except TilewrightError as exc:
+                failures.append(str(exc))
+        if failures:
+            warnings.warn(f"the {len(failures)} best records of this workload on {tgt.key} no longer replay onto "
+                          f"the program ({failures[0]}); using the default schedule. Re-tune to replace them.",
+                          TilewrightWarning, stacklevel=3)
+        elif not mine:
+            others = sorted({r.target for r in store.query(wkey) if r.target != tgt.key})
+            if others:
+                warnings.warn(f"records of this workload exist only for other targets ({', '.join(others[:3])}"
+                              f"{', ...' if len(others) > 3 else ''}); they are not applied to {tgt.key}. "
+                              f"Using the default schedule; tune on this target to get one.",
+                              TilewrightWarning, stacklevel=3)
+    backend.require_space()
+    space, plan = backend.space(outputs, tgt)
+    return backend.apply(outputs, plan, backend.default_point(space, plan))
 
 
 def _record(store: Records, wkey, tkey, point: Point, schedule, m: MeasureResult, method, seed, run_id, desc):
-    trace = "" if isinstance(schedule, BaseException) else schedule.trace.to_json()
+    trace = "" if isinstance(schedule, BaseException) else trace_of(schedule)
     store.add(Record(wkey, tkey, point.to_json(), trace, m.costs, m.error_kind.value, m.error_msg, method, seed,
                      run_id, __version__, time.time(), desc))
 
 
-__all__ = ["ErrorKind", "TuneResult", "Trial", "best_schedule", "tune"]
+__all__ = ["ErrorKind", "TuneResult", "Trial", "best_schedule", "run_tuning"]

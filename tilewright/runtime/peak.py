@@ -7,7 +7,7 @@ from __future__ import annotations
 import ctypes
 import functools
 
-from .cpu import Target, host_target
+from ..targets import Target, host_target
 
 _SOURCE = r"""
 #include <stdint.h>

@@ -1,0 +1,51 @@
+"""What a user calls: `tw.lower`, `tw.build`, `tw.tune`. Each resolves the
+target, asks its backend record (backends.py) and hands it down; nothing
+here knows a target kind."""
+
+from __future__ import annotations
+
+# The `build` package is loaded before this module defines `build`, so that the package's first
+# import cannot later rebind `tilewright.build` from this function to the package.
+from . import build as _build_package  # noqa: F401
+from .backends import backend_for
+from .lower import LoweredFunc
+from .lower import lower as _lower
+from .schedule import Schedule
+from .search.tuner import TuneResult, best_schedule, run_tuning
+from .targets import as_target
+
+
+def lower(s: Schedule, args, name: str = "kernel", target=None) -> LoweredFunc:
+    """The loop IR of `s`; print it to read C-like pseudo-code. With `target`,
+    that target's passes and limits apply (as `build` would)."""
+    if target is None:
+        return _lower(s, args, name)
+    tgt = as_target(target)
+    return backend_for(tgt).lower(s, args, name, tgt)
+
+
+def build(s, args=None, target="cpu", name: str = "kernel"):
+    """Compile schedule `s` for `target` into a callable kernel taking `args` in
+    order. Given tensors instead of a schedule (`tw.build([A, B, C])`), it uses
+    the best tuning record of the active `with tw.records(...)` store for this
+    workload and target (replaying its stored trace), or else the untuned
+    default schedule."""
+    tgt = as_target(target)
+    backend = backend_for(tgt)
+    if not isinstance(s, Schedule):
+        args = list(s) if args is None else list(args)
+        s = best_schedule(backend, args, tgt)
+    return backend.build(s, args, tgt, name)
+
+
+def tune(tensors, target="cpu", trials: int = 200, method: str = "q", **options) -> TuneResult:
+    """Search `trials` schedules of the program whose arguments are `tensors`
+    (inputs and outputs, in kernel order). Returns a TuneResult with the best
+    schedule, its time, the history, `report()` and `build()`. Options: see
+    `tilewright.search.tuner.run_tuning` (timeout, seed, records, early_stop,
+    batch, warmup, progress, log, from_default)."""
+    tgt = as_target(target)
+    return run_tuning(backend_for(tgt), tensors, tgt, trials=trials, method=method, **options)
+
+
+__all__ = ["build", "lower", "tune"]

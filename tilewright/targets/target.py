@@ -1,0 +1,135 @@
+"""`Target`: what a kernel is built for, as data. One dataclass for every
+kind (cpu, cuda, opencl): CPU facts in its own fields, a GPU's in `gpu`.
+`Target("cpu")`, `Target("cuda")`, `Target("opencl")` detect the host or
+device; any other call (fields by keyword) builds a synthetic target, as the
+tests do. `key` is the full fingerprint records are filed under."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from ..errors import TilewrightError
+
+KINDS = ("cpu", "cuda", "opencl")
+
+# ISA levels we can force, from lowest to highest; each implies the ones before.
+ISA_FEATURES = {
+    "scalar": (),
+    "sse4.2": ("sse4_2",),
+    "avx2": ("sse4_2", "avx", "avx2", "fma"),
+    "avx512": ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512dq"),
+}
+_GCC_MARCH = {"scalar": "x86-64", "sse4.2": "x86-64-v2", "avx2": "x86-64-v3", "avx512": "x86-64-v4"}
+KNOWN_FEATURES = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni",
+                  "avx512_bf16", "avx512_fp16", "amx_tile", "amx_int8", "amx_bf16", "avx_vnni")
+
+
+class _Detecting(type):
+    """`Target("cuda")` (the kind alone, or a target string) detects; fields by keyword build data."""
+
+    def __call__(cls, *args, **kwargs):
+        if len(args) == 1 and not kwargs and isinstance(args[0], str):
+            from .resolve import as_target
+
+            return as_target(args[0])
+        return super().__call__(*args, **kwargs)
+
+
+@dataclass(frozen=True)
+class Target(metaclass=_Detecting):
+    kind: str = "cpu"
+    arch: str = "x86_64"
+    cores: int = 1
+    features: frozenset = field(default_factory=frozenset)
+    isa: str = "native"  # "native" or a key of ISA_FEATURES
+    caches: tuple = ()  # ((level, kind, bytes), ...)
+    l1_ways: int = 8  # L1 data cache associativity (x86 cores since Nehalem: 8 or 12)
+    compiler: str = "cc"
+    compiler_version: str = ""
+    gpu: object = None  # targets.gpu.GpuFacts for cuda and opencl
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise TilewrightError(f"unknown target kind {self.kind!r}; valid: {', '.join(KINDS)}")
+        if self.kind != "cpu" and self.gpu is None:
+            raise TilewrightError(f"a {self.kind} target needs its device facts (gpu=GpuFacts(...)); "
+                                  f"Target({self.kind!r}) detects them")
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.kind in ("cuda", "opencl")
+
+    @property
+    def vector_bytes(self) -> int:
+        if "avx512f" in self.features:
+            return 64
+        if "avx2" in self.features or "avx" in self.features:
+            return 32
+        if "sse4_2" in self.features or self.arch in ("aarch64", "arm64"):
+            return 16
+        return 0
+
+    @property
+    def vector_registers(self) -> int:
+        """Architectural SIMD registers: what a register tile of accumulators must fit in."""
+        if "avx512f" in self.features or self.arch in ("aarch64", "arm64"):
+            return 32
+        return 16
+
+    def vector_lanes(self, dtype_bytes: int) -> int:
+        """Lanes of a native vector of elements of `dtype_bytes` (1 = scalar)."""
+        return max(1, self.vector_bytes // dtype_bytes) if self.vector_bytes else 1
+
+    def has(self, feature: str) -> bool:
+        return feature in self.features
+
+    def cache_bytes(self, level: int) -> int:
+        for lvl, kind, size in self.caches:
+            if lvl == level and kind in ("Data", "Unified"):
+                return size
+        return 0
+
+    @property
+    def cflags(self) -> tuple[str, ...]:
+        if self.arch != "x86_64":
+            return ("-mcpu=native",) if self.isa == "native" else ()
+        if self.isa == "native":
+            return ("-march=native",)
+        return (f"-march={_GCC_MARCH[self.isa]}", "-mtune=native")
+
+    @property
+    def key(self) -> str:
+        """The full fingerprint records are filed under: everything a kernel's speed or legality
+        depends on. CPU: ISA features, cores used, cache sizes and L1 ways, compiler;
+        GPU: device name, architecture, driver and compiler versions."""
+        if self.gpu is not None:
+            return f"{self.kind}-{self.gpu.fingerprint}"
+        feats = ",".join(sorted(self.features))
+        caches = ",".join(f"L{lvl}{kind[0]}{size // 1024}K" for lvl, kind, size in sorted(self.caches))
+        return (f"{self.kind}-{self.arch}-{self.isa}[{feats}]-{self.cores}c-[{caches}]w{self.l1_ways}"
+                f"-{self.compiler}-{self.compiler_version}")
+
+    def with_isa(self, isa: str) -> Target:
+        """This host restricted to a lower ISA level (e.g. "avx2"); "native" keeps it as it is."""
+        if isa == "native":
+            return self
+        if self.kind != "cpu":
+            raise TilewrightError(f"-isa= applies to cpu targets, not {self.kind}")
+        if isa not in ISA_FEATURES:
+            raise TilewrightError(f"unknown ISA level {isa!r}; valid: {', '.join(ISA_FEATURES)} or 'native'")
+        if not set(ISA_FEATURES[isa]) <= set(self.features):
+            raise TilewrightError(f"the host lacks {isa}; its features are {sorted(self.features)}")
+        return replace(self, isa=isa, features=frozenset(ISA_FEATURES[isa]) & self.features)
+
+    def with_cores(self, cores: int) -> Target:
+        """The same machine using `cores` threads: a different fingerprint, so kernels tuned
+        for one thread count are never silently applied to another."""
+        if isinstance(cores, bool) or not isinstance(cores, int) or cores < 1:
+            raise TilewrightError(f"cores must be a positive int, got {cores!r}")
+        return replace(self, cores=cores)
+
+    def __str__(self) -> str:
+        if self.gpu is not None:
+            return f"{self.kind} {self.gpu.name} ({self.gpu.arch})"
+        vec = f"{self.vector_bytes * 8}-bit vectors" if self.vector_bytes else "scalar"
+        return f"{self.kind} {self.arch} ({self.isa}, {vec}, {self.cores} cores, {self.compiler_version})"
