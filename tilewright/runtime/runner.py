@@ -14,19 +14,42 @@ import numpy as np
 
 
 def check(outs, expected, tolerances) -> str | None:
+    """Why the outputs differ from the reference, or None. Integers must be equal;
+    floats must have NaN and infinities exactly where the reference has them (an
+    infinity of the same sign), and finite values within the relative tolerance."""
     for n, (got, want, tol) in enumerate(zip(outs, expected, tolerances)):
         if tol is None:
             if not np.array_equal(got, want):
                 return f"output {n}: {int(np.sum(got != want))} of {got.size} elements differ from the reference"
             continue
         g, w = got.astype(np.float64), want.astype(np.float64)
-        if not np.isfinite(g).all() and np.isfinite(w).all():
-            return f"output {n}: non-finite values where the reference is finite (unwritten or overflowed)"
-        scale = float(np.max(np.abs(w))) if w.size else 0.0
-        err = float(np.max(np.abs(g - w))) if w.size else 0.0
+        nan_g, nan_w = np.isnan(g), np.isnan(w)
+        if (nan_g != nan_w).any():
+            first = int(np.flatnonzero(nan_g != nan_w)[0])
+            return (f"output {n}: non-finite NaN at {int(np.sum(nan_g & ~nan_w))} element(s) where the reference "
+                    f"is a number (unwritten or overflowed) and a number at {int(np.sum(nan_w & ~nan_g))} where it "
+                    f"is NaN (first at flat index {first})")
+        inf_g, inf_w = np.isinf(g), np.isinf(w)
+        if (inf_g != inf_w).any() or (g[inf_w] != w[inf_w]).any():
+            bad = int(np.sum((inf_g != inf_w) | (inf_w & (g != w))))
+            return f"output {n}: {bad} element(s) differ from the reference in where they are infinite (or its sign)"
+        finite = np.isfinite(w)
+        if not finite.any():
+            continue
+        gf, wf = g[finite], w[finite]
+        scale = float(np.max(np.abs(wf)))
+        err = float(np.max(np.abs(gf - wf)))
         if err > tol * scale + tol:
             return f"output {n}: max abs error {err:.3g} vs max |reference| {scale:.3g} (relative tolerance {tol})"
     return None
+
+
+def unusable_reference(ref) -> str | None:
+    """Why a float reference output checks nothing (no finite element), or None."""
+    w = np.asarray(ref)
+    if w.dtype.kind != "f" or w.size == 0 or np.isfinite(w).any():
+        return None
+    return f"all {w.size} of its elements are NaN or infinite ({int(np.isnan(w).sum())} NaN)"
 
 
 def serve(stdin, stdout) -> None:
