@@ -30,12 +30,9 @@ from ..ir.expr import (
     Var,
 )
 from ..ir.stmt import Allocate, For, IfThenElse, LetStmt, Seq, Stmt, Store
+from .capabilities import C_CAPS, Capabilities
 from .names import NameTable
 
-_C_SCALAR = {
-    "float32": "float", "float64": "double", "float16": "_Float16", "bfloat16": "uint16_t",
-    "int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t", "uint8": "uint8_t", "bool": "bool",
-}
 _INFIX = {
     BinOp.ADD: "+", BinOp.SUB: "-", BinOp.MUL: "*", BinOp.DIV: "/", BinOp.TRUNCDIV: "/", BinOp.TRUNCMOD: "%",
     BinOp.XOR: "^", BinOp.SHL: "<<", BinOp.SHR: ">>",
@@ -46,6 +43,7 @@ class CRenderer:
     """Renders one LoweredFunc. `self.lines` collects the function body."""
 
     indent_unit = "  "
+    caps: Capabilities = C_CAPS  # what the dialect has and how it spells it
 
     def __init__(self):
         self.names = NameTable()
@@ -55,7 +53,7 @@ class CRenderer:
 
     # ---- types ------------------------------------------------------------
     def scalar_type(self, d: DType) -> str:
-        return _C_SCALAR[d.name]
+        return self.caps.scalar_types[d.name]
 
     def type_name(self, d: DType) -> str:
         if d.lanes == 1:
@@ -72,20 +70,20 @@ class CRenderer:
             return "true" if v else "false"
         if d.is_int:
             if d.bits == 64:
-                return f"INT64_C({v})" if d.name == "int64" else f"{v}"
+                return self.caps.int64_literal.format(v=v) if d.name == "int64" else f"{v}"
             if v == d.int_range[0] and d.name == "int32":
-                return "INT32_MIN"
+                return self.caps.int32_min
             return str(v) if v >= 0 else f"({v})"
         if math.isnan(v):
-            text = "NAN"
+            text = self.caps.nan
         elif math.isinf(v):
-            text = "INFINITY" if v > 0 else "(-INFINITY)"
+            text = self.caps.inf if v > 0 else f"(-{self.caps.inf})"
         elif d.name == "float64":
             text = repr(float(v))
         else:
             text = repr(float(np.float32(v))) + "f"
         if d.name == "float16":
-            return f"((_Float16){text})"
+            return f"(({self.scalar_type(d)}){text})"
         if d.name == "bfloat16":
             return f"tw_f32_to_bf16({text})"
         return text
@@ -163,7 +161,7 @@ class CRenderer:
         if d.name in ("bfloat16", "float16"):  # compute in float, round back
             conv = (lambda s: f"tw_bf16_to_f32({s})") if d.name == "bfloat16" else (lambda s: f"(float)({s})")
             inner = self.scalar_call(e.func, [conv(a) for a in args], DType("float32", d.kind, 32))
-            return f"tw_f32_to_bf16({inner})" if d.name == "bfloat16" else f"((_Float16)({inner}))"
+            return f"tw_f32_to_bf16({inner})" if d.name == "bfloat16" else f"(({self.scalar_type(d)})({inner}))"
         return self.scalar_call(e.func, args, d)
 
     def scalar_call(self, func: Intrinsic, args: list[str], d: DType) -> str:
@@ -177,8 +175,8 @@ class CRenderer:
         return f"{self.math_name(func, d)}({', '.join(args)})"
 
     def math_name(self, func: Intrinsic, d: DType) -> str:
-        base = {Intrinsic.ABS: "fabs", Intrinsic.ROUND: "nearbyint"}.get(func, func.value)
-        return base + ("f" if d.name == "float32" else "")
+        base = self.caps.math_renames.get(func, func.value)
+        return base + (self.caps.math_suffix_f32 if d.name == "float32" else "")
 
     def expr_Ramp(self, e: Ramp) -> str:
         raise BuildError("a ramp outside a vectorized loop cannot be rendered by this dialect")
@@ -191,7 +189,8 @@ class CRenderer:
         name = f"tw_{op.value}_{d.name}"
         t = self.type_name(d)
         cmp = "<" if op is BinOp.MIN else ">"
-        self.helpers.setdefault(name, f"static inline {t} {name}({t} a, {t} b) {{ return a {cmp} b ? a : b; }}")
+        self.helpers.setdefault(name, f"{self.caps.helper_prefix} {t} {name}({t} a, {t} b) "
+                                      f"{{ return a {cmp} b ? a : b; }}")
         return name
 
     def helper_floordiv(self, op: BinOp, d: DType) -> str:
@@ -212,7 +211,7 @@ class CRenderer:
         if low < 0:
             body = f"if (b == -1) {minus1} {body}"
         body = f"if (b == 0) {zero} {body}"
-        self.helpers.setdefault(name, f"static inline {t} {name}({t} a, {t} b) {{ {body} }}")
+        self.helpers.setdefault(name, f"{self.caps.helper_prefix} {t} {name}({t} a, {t} b) {{ {body} }}")
         return name
 
     def bf16_binary(self, e: Binary, a: str, b: str) -> str:

@@ -57,3 +57,22 @@ class NameTable:
             self._by_object[key] = self.fresh(hint)
             self._keep.append(obj)
         return self._by_object[key]
+
+
+def _vector_type_names() -> set[str]:
+    scalars = "char uchar short ushort int uint long ulong float double half longlong ulonglong".split()
+    return {f"{p}{s}{n}" for s in scalars for n in (1, 2, 3, 4, 8, 16) for p in ("", "make_")}
+
+
+# Extra identifiers device code must not redefine: C++ keywords (CUDA is C++), CUDA built-ins, OpenCL C
+# keywords, address spaces, built-in functions and vector types (float4, make_float4, ...).
+GPU_RESERVED = frozenset("""
+alignas alignof and asm catch class constexpr const_cast decltype delete dynamic_cast explicit export friend
+mutable namespace new noexcept not nullptr operator or private protected public reinterpret_cast static_assert
+static_cast template this throw try typeid typename using virtual wchar_t xor char8_t char16_t char32_t
+blockIdx threadIdx blockDim gridDim warpSize dim3 min max rint rintf fma fmaf signbit isnan isinf
+kernel global local constant generic read_only write_only read_write uint ushort uchar ulong half size_t
+get_group_id get_local_id get_global_id get_local_size get_num_groups barrier mem_fence select clamp mad
+native_exp dot cross mix step sign vload2 vload3 vload4 vload8 vload16 vstore2 vstore3 vstore4 vstore8 vstore16
+as_float as_uint as_int convert_float convert_int
+""".split()) | _vector_type_names()
