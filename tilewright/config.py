@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from .errors import TilewrightError
+
 
 def cache_dir() -> Path:
     base = os.environ.get("TILEWRIGHT_CACHE_DIR")
@@ -19,7 +21,11 @@ def cache_dir() -> Path:
     else:
         xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
         path = Path(xdg) / "tilewright"
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # read-only home, a file in the way, no space
+        raise TilewrightError(f"cannot create the tilewright cache directory {path} ({exc.strerror or exc}); "
+                              "set TILEWRIGHT_CACHE_DIR to a writable directory") from None
     return path
 
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import MeasureError
+from ..build.cc import rebuild
+from ..errors import BuildError, MeasureError
 from ..ir.stmt import Buffer, Store
 from ..ir.stmt_functor import walk_stmt
 
@@ -47,13 +48,26 @@ class Kernel:
         self.target = target
         # every argument the kernel stores into (outputs and computed intermediates passed in args)
         self.output_names = tuple(b.name for b in func.args if b in _stored_buffers(func.body))
-        self._lib = ctypes.CDLL(str(build.library))
+        self._lib = self._load()
         self._lib.tw_call.restype = ctypes.c_int32
         self._lib.tw_call.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
         self._lib.tw_time.restype = ctypes.c_double
         self._lib.tw_time.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int32]
         self._lib.tw_set_num_threads.argtypes = [ctypes.c_int32]
         self._lib.tw_set_num_threads(int(target.cores))
+
+    def _load(self) -> ctypes.CDLL:
+        """dlopen the library; one that fails to load (a damaged cache entry) is
+        deleted and rebuilt once, never loaded again."""
+        try:
+            return ctypes.CDLL(str(self.build_result.library))
+        except OSError as exc:
+            self.build_result = rebuild(self.build_result, self.target, str(exc))
+        try:
+            return ctypes.CDLL(str(self.build_result.library))
+        except OSError as exc:
+            raise BuildError(f"cannot load the freshly built {self.build_result.library} ({exc}); check that "
+                             "TILEWRIGHT_CC/CC builds shared libraries for this machine") from None
 
     @property
     def source(self) -> str:

@@ -62,7 +62,17 @@ def serve(stdin, stdout) -> None:
     ptrs = (ctypes.c_void_p * len(arrays))(*[a.ctypes.data for a in arrays])
     for line in stdin:
         req = json.loads(line)
-        lib = ctypes.CDLL(req["library"])
+        try:
+            lib = ctypes.CDLL(req["library"])
+        except OSError as exc:  # a damaged cache entry: delete it so the next build recompiles it
+            try:
+                os.unlink(req["library"])
+            except OSError:
+                pass
+            stdout.write(json.dumps({"status": "runtime", "message": f"cannot load {req['library']} ({exc}); "
+                                     "deleted from the cache, it is rebuilt when measured again"}) + "\n")
+            stdout.flush()
+            continue
         lib.tw_call.restype = ctypes.c_int32
         lib.tw_time.restype = ctypes.c_double
         lib.tw_time.argtypes = [ctypes.c_void_p, ctypes.c_int32]
