@@ -338,7 +338,7 @@ def test_cache_write_after_loop_transformation(prep):
         s.cache_write(D, "local")
 
 
-@pytest.mark.parametrize("scope", ["shared", "Local", "", "register"])
+@pytest.mark.parametrize("scope", ["texture", "Local", "", "register"])
 def test_unknown_scope(scope):
     s, A, B, C, D, E = program()
     with raises(rf"cache_write: unknown scope '{scope}'; valid scopes are global, local"):
@@ -419,7 +419,7 @@ FAILING = [
     lambda s, A, B, C, D, E: s[E].compute_at(s[C], C.op.axis[0]),
     lambda s, A, B, C, D, E: s[D].compute_at(s[C], C.op.axis[0]),
     lambda s, A, B, C, D, E: s[C].compute_inline(),
-    lambda s, A, B, C, D, E: s.cache_write(D, "shared"),
+    lambda s, A, B, C, D, E: s.cache_write(D, "texture"),
     lambda s, A, B, C, D, E: s.cache_read(A, "global", [C, D]),
     lambda s, A, B, C, D, E: s.rfactor(C, C.op.axis[0]),
 ]

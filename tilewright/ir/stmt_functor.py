@@ -1,4 +1,7 @@
-"""Generic rewriting of statements: visit children, rebuild what changed."""
+"""Generic rewriting of statements: visit children, rebuild what changed.
+
+A For keeps its kind and thread_tag through a rewrite (dataclass replace);
+a Barrier has no children and no expressions."""
 
 from __future__ import annotations
 
@@ -6,7 +9,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 from .expr import Expr
-from .stmt import Allocate, For, IfThenElse, LetStmt, Seq, Stmt, Store, seq
+from .stmt import Allocate, Barrier, For, IfThenElse, LetStmt, Seq, Stmt, Store, seq
 from .traverse import walk
 
 
@@ -30,6 +33,8 @@ def map_stmt(stmt: Stmt, fstmt: Callable[[Stmt], Stmt | None] | None = None,
             new = replace(s, body=visit(s.body))
         elif isinstance(s, LetStmt):
             new = replace(s, value=fx(s.value), body=visit(s.body))
+        elif isinstance(s, Barrier):
+            new = s
         else:
             new = s
         out = fstmt(new) if fstmt else None

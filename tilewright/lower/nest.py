@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from ..errors import LoweringError
 from ..ir import arith
 from ..ir.expr import AxisKind, BinOp, Expr, IterVar, Load, Reduce
-from ..ir.stmt import Allocate, Buffer, For, IfThenElse, Stmt, Store, seq
+from ..ir.stmt import Allocate, Buffer, For, IfThenElse, Scope, Stmt, Store, seq
 from ..ir.traverse import substitute, transform
 from ..schedule.relations import Split, pass_down, root_values
 from ..schedule.stage import Stage
@@ -40,9 +40,11 @@ class LowerContext:
     attached: dict[int, list[Stage]] = field(default_factory=dict)  # id(loop var) -> stages computed there
     frames: dict[int, Frame] = field(default_factory=dict)  # id(stage) -> frame
     outer: dict[int, Ranges] = field(default_factory=dict)  # id(stage) -> ranges of the loops around it
+    tags: dict[int, str] = field(default_factory=dict)  # id(loop var) -> thread tag of a bound loop
+    bound_vars: dict[int, IterVar] = field(default_factory=dict)  # id(loop var) -> the var, for bound loops
 
 
-def _conj(conds: list[Expr]) -> Expr | None:
+def conj(conds: list[Expr]) -> Expr | None:
     out = None
     for c in conds:
         out = c if out is None else arith.binary(BinOp.AND, out, c)
@@ -72,6 +74,8 @@ def make_frame(stage: Stage, ctx: LowerContext) -> Frame:
         reads = [body.source] + ([body.condition] if body.condition is not None else [])
     else:
         reads = [body]
+    ctx.tags.update({id(v): stage.thread_tag(v) for v in leaves if stage.thread_tag(v)})
+    ctx.bound_vars.update({id(v): v for v in leaves if stage.thread_tag(v)})
     return Frame(dom, leaves, offsets, guards, spatial_guards, body, reads)
 
 
@@ -109,13 +113,27 @@ def infer_region(stage: Stage, parent: Stage, leaf: IterVar, readers: list[Stage
                 f"stage '{stage.name}' is computed inside loop '{leaf.name}' of '{parent.name}', but its reader "
                 f"'{r.name}' runs outside that loop; attach '{stage.name}' at a loop that encloses all its readers"
             )
-    region = required_region(stage.tensor, reads, ranged, fixed)
+    scope = kernel_scope(stage, {ctx.tags[v] for v in fixed if v in ctx.tags})
+    # a shared tile serves every thread of its block: its region spans the thread loops around it
+    relaxed = {v: r for v, r in fixed.items() if scope is Scope.SHARED and ctx.tags.get(v, "").startswith("threadIdx")}
+    region = required_region(stage.tensor, reads, {**ranged, **relaxed}, fixed)
     ctx.regions[id(stage.tensor)] = region
-    ctx.buffers[id(stage.tensor)] = stage_buffer(stage, region.extents)
+    ctx.buffers[id(stage.tensor)] = stage_buffer(stage, region.extents, scope)
     ctx.outer[id(stage)] = fixed
 
 
-def stage_buffer(stage: Stage, extents) -> Buffer:
+def kernel_scope(stage: Stage, enclosing_tags: set[str]) -> Scope:
+    """The storage scope of a stage computed inside loops bound to `enclosing_tags`:
+    a global stage inside a GPU kernel cannot be allocated by the host, so (as in
+    TVM) it becomes local inside thread loops and shared inside block loops only."""
+    if stage.scope is not Scope.GLOBAL or not enclosing_tags:
+        return stage.scope
+    if any(t.startswith("threadIdx") or t == "vthread" for t in enclosing_tags):
+        return Scope.LOCAL
+    return Scope.SHARED
+
+
+def stage_buffer(stage: Stage, extents, scope: Scope | None = None) -> Buffer:
     """The buffer of an intermediate stage: its dimensions in storage order,
     the shape padded for storage_align."""
     perm = stage.storage_perm or tuple(range(len(extents)))
@@ -137,7 +155,7 @@ def stage_buffer(stage: Stage, extents) -> Buffer:
             raise LoweringError(f"stage '{stage.name}': no padding of axis {dim + 1} makes the stride of axis "
                                 f"{dim} equal to {offset} modulo {factor}")
     identity = perm == tuple(range(len(perm)))
-    return Buffer(stage.name, tuple(shape), stage.tensor.dtype, stage.scope, None if identity else perm)
+    return Buffer(stage.name, tuple(shape), stage.tensor.dtype, scope or stage.scope, None if identity else perm)
 
 
 def storage_indices(buf: Buffer, indices) -> tuple:
@@ -162,9 +180,27 @@ def rewrite_loads(e: Expr, ctx: LowerContext) -> Expr:
     return transform(e, fn)
 
 
+def place_children(loop: IterVar, inner: Stmt, ctx: LowerContext) -> Stmt:
+    """`inner` preceded by the nests of the stages attached at `loop`, inside their allocations."""
+    children = ctx.attached.get(id(loop), [])
+    if children:
+        inner = seq(*[make_nest(c, ctx) for c in children], inner)
+        for child in reversed(children):
+            inner = Allocate(ctx.buffers[id(child.tensor)], inner)
+    return inner
+
+
+def make_loop(stage: Stage, v: IterVar, extent: int, body: Stmt) -> For:
+    return For(v, arith.const(0), arith.const(extent), stage.loop_kind(v), body, stage.thread_tag(v))
+
+
 def make_nest(stage: Stage, ctx: LowerContext) -> Stmt:
     """The statement computing `stage`'s region of its tensor, with the stages
     attached at its loops nested inside."""
+    if any(stage.thread_tag(v) and v.kind is AxisKind.REDUCE for v in stage.leaf_iter_vars):
+        from .cross_thread import cross_thread_nest
+
+        return cross_thread_nest(stage, ctx)
     f = ctx.frames[id(stage)]
     buf = ctx.buffers[id(stage.tensor)]
     body = f.body
@@ -178,28 +214,22 @@ def make_nest(stage: Stage, ctx: LowerContext) -> Stmt:
         update: Stmt = Store(buf, offsets, combined)
         init = Store(buf, offsets, body.combiner.identity)
         if f.spatial_guards:
-            init = IfThenElse(_conj(f.spatial_guards), init)
+            init = IfThenElse(conj(f.spatial_guards), init)
     else:
         conds = f.guards
         update = Store(buf, storage_indices(buf, f.offsets), rewrite_loads(body, ctx))
     if conds:
-        update = IfThenElse(_conj(conds), update)
+        update = IfThenElse(conj(conds), update)
 
     leaves = f.leaves
     first_reduce = next((n for n, v in enumerate(leaves) if v.kind is AxisKind.REDUCE), None)
     nest = update
     for pos in range(len(leaves) - 1, -1, -1):
         v = leaves[pos]
-        children = ctx.attached.get(id(v), [])
-        inner = nest
-        if children:
-            inner = seq(*[make_nest(c, ctx) for c in children], inner)
-            for child in reversed(children):
-                inner = Allocate(ctx.buffers[id(child.tensor)], inner)
-        nest = For(v, arith.const(0), arith.const(f.dom[id(v)]), stage.loop_kind(v), inner)
+        nest = make_loop(stage, v, f.dom[id(v)], place_children(v, nest, ctx))
         if init is not None and pos == first_reduce:
             init_nest = init
             for u in reversed([u for u in leaves[pos:] if u.kind is AxisKind.SPATIAL]):
-                init_nest = For(u, arith.const(0), arith.const(f.dom[id(u)]), stage.loop_kind(u), init_nest)
+                init_nest = make_loop(stage, u, f.dom[id(u)], init_nest)
             nest = seq(init_nest, nest)
     return nest

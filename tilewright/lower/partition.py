@@ -4,7 +4,8 @@ non-divisible split; the border of a padding copy, whose select picks zero
 there) is up to three loops: a main part where the condition provably
 holds, which the simplifier then removes, and the head and tail that keep
 it. The main body is thus guard-free and can be vectorized. Select
-conditions partition innermost loops only (each split copies the body)."""
+conditions partition innermost loops only (each split copies the body).
+Loops bound to GPU threads are never split (their extent is the launch's)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from dataclasses import replace
 
 from ..ir import arith
 from ..ir.expr import Binary, BinOp, CmpOp, Compare, Const, Expr, Select
-from ..ir.stmt import For, IfThenElse, Stmt, Store, seq
+from ..ir.stmt import For, ForKind, IfThenElse, Stmt, Store, seq
 from ..ir.stmt_functor import walk_stmt
 from ..ir.traverse import structural_key, walk
 from .simplify import Linear, Ranges, const_bounds, from_linear, simplify, to_linear
@@ -74,7 +75,9 @@ def _safe_range(cond: Expr, loop: For, ranges: Ranges) -> tuple[int | None, int 
 def partition(stmt: Stmt, ranges: Ranges | None = None) -> Stmt:
     ranges = dict(ranges or {})
     if isinstance(stmt, For):
-        if isinstance(stmt.begin, Const) and isinstance(stmt.extent, Const):
+        if stmt.kind is ForKind.THREAD_BINDING and isinstance(stmt.extent, Const):
+            ranges[id(stmt.var)] = (0, int(stmt.extent.value) - 1)  # one iteration per thread: never split
+        elif isinstance(stmt.begin, Const) and isinstance(stmt.extent, Const):
             begin, extent = int(stmt.begin.value), int(stmt.extent.value)
             inner = {**ranges, **_inner_ranges(stmt.body), id(stmt.var): (begin, begin + extent - 1)}
             safe = [_safe_range(g, stmt, inner) for g in _guards(stmt.body)]

@@ -5,19 +5,23 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..ir.stmt import Seq
+from .barriers import insert_barriers
 from .flatten import flatten
 from .lane_sums import lane_sums
 from .partition import partition
 from .simplify_stmt import simplify_stmt
+from .thread_loops import thread_loops
 from .unroll import unroll
 from .vectorize import vectorize
 from .verify import verify
+from .vthreads import lower_vthreads
 from .widen import widen_indices
 from .zero_taps import skip_zero_taps
 
 
 def run_passes(func, zero_boxes: dict | None = None):
-    body = flatten(skip_zero_taps(func.body, zero_boxes or {}))
+    body = thread_loops(lower_vthreads(func.body))  # GPU kernels only; CPU bodies pass unchanged
+    body = flatten(skip_zero_taps(body, zero_boxes or {}))
     body = simplify_stmt(body) or Seq(())
     body = partition(body)
     body = simplify_stmt(body) or Seq(())
@@ -25,6 +29,7 @@ def run_passes(func, zero_boxes: dict | None = None):
     body = simplify_stmt(body) or Seq(())
     body = lane_sums(body)
     body = vectorize(body)
+    body = insert_barriers(body)
     body = simplify_stmt(body) or Seq(())
     func = widen_indices(replace(func, body=body))
     verify(func)

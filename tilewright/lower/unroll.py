@@ -1,6 +1,7 @@
 """Unrolling: after it, loops marked unrolled with a constant extent up to
 MAX_UNROLL are replaced by one copy of their body per iteration (loop
-variable bound to the constant); longer ones keep a compiler unroll pragma."""
+variable bound to the constant); longer ones keep a compiler unroll pragma.
+Loops bound to GPU threads are never unrolled (they are not UNROLLED)."""
 
 from __future__ import annotations
 

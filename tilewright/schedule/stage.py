@@ -53,6 +53,7 @@ class Stage:
         self.all_iter_vars: list[IterVar] = list(self.root_axes)
         self.relations: list[Split | Fuse] = []
         self.loop_kinds: dict[int, ForKind] = {}
+        self.bindings: dict[int, str] = {}  # id(leaf loop) -> thread tag (schedule/thread_axis.py)
 
     # ---- queries -------------------------------------------------------
     @property
@@ -65,6 +66,9 @@ class Stage:
 
     def loop_kind(self, axis: IterVar) -> ForKind:
         return self.loop_kinds.get(id(axis), ForKind.SERIAL)
+
+    def thread_tag(self, axis: IterVar) -> str | None:
+        return self.bindings.get(id(axis))
 
     def __repr__(self) -> str:
         loops = ", ".join(f"{a.name}:{a.extent}" for a in self.leaf_iter_vars)
@@ -176,6 +180,7 @@ class Stage:
     # ---- loop annotations ------------------------------------------------
     def _annotate(self, axis, kind: ForKind, prim: str) -> None:
         axis = self._leaf(axis, prim)
+        self._check_unbound(axis, prim)
         if kind in (ForKind.PARALLEL, ForKind.VECTORIZED) and axis.kind is AxisKind.REDUCE:
             raise ScheduleError(
                 f"stage '{self.name}': cannot {prim} reduce loop '{axis.name}' (its iterations all update one "
@@ -183,6 +188,20 @@ class Stage:
             )
         self.loop_kinds[id(axis)] = kind
         self._record(prim, axis=axis.name)
+
+    def _check_unbound(self, axis: IterVar, prim: str) -> None:
+        if id(axis) in self.bindings:
+            raise ScheduleError(f"stage '{self.name}': cannot {prim} loop '{axis.name}', which is bound to "
+                                f"{self.bindings[id(axis)]} (its iterations already run on GPU blocks/threads); "
+                                f"split it and annotate the inner loop")
+
+    def bind(self, axis: IterVar, thread_axis) -> None:
+        """Run the iterations of `axis` on GPU blocks or threads: `thread_axis`
+        is a `tw.thread_axis("blockIdx.x" | "threadIdx.y" | "vthread" | ...)`.
+        A reduce loop may be bound to threadIdx.* (a cross-thread reduction)."""
+        from .thread_axis import bind
+
+        bind(self, axis, thread_axis)
 
     def parallel(self, axis: IterVar) -> None:
         """Run the iterations of `axis` on all cores (OpenMP on CPUs)."""
@@ -200,6 +219,7 @@ class Stage:
         from ..ir.expr import Reduce
 
         leaf = self._leaf(axis, "vectorize_sum")
+        self._check_unbound(leaf, "vectorize_sum")
         body = self.op.body if hasattr(self.op, "body") else None
         if leaf.kind is not AxisKind.REDUCE:
             raise ScheduleError(f"stage '{self.name}': vectorize_sum takes a reduce loop; '{leaf.name}' is spatial "
@@ -294,13 +314,15 @@ class Stage:
         self._record("storage_align", axis=axis.name, factor=factor, offset=offset)
 
     def set_scope(self, scope: str) -> None:
-        """Storage scope of this stage's buffer: "global" or "local" (registers
-        when every access is at a constant offset)."""
-        if scope not in ("global", "local"):
-            raise ScheduleError(f"stage '{self.name}': unknown scope {scope!r}; valid scopes are global, local")
+        """Storage scope of this stage's buffer: "global", "local" (registers
+        when every access is at a constant offset; one copy per GPU thread) or
+        "shared" (one copy per GPU thread block)."""
+        if scope not in ("global", "local", "shared"):
+            raise ScheduleError(f"stage '{self.name}': unknown scope {scope!r}; valid scopes are global, local, "
+                                f"shared")
         if self.is_output and scope != "global":
             raise ScheduleError(f"stage '{self.name}' is an output; its storage is the caller's array")
-        self.scope = Scope.GLOBAL if scope == "global" else Scope.LOCAL
+        self.scope = Scope(scope)
         self._record("set_scope", scope=scope)
 
     def compute_root(self) -> None:

@@ -120,6 +120,10 @@ def _apply(s, step: Step) -> None:
         st.reorder(*[_axis(st, n) for n in a["axes"]])
     elif p in ("parallel", "vectorize", "vectorize_sum", "unroll", "no_unroll"):
         getattr(st, p)(_axis(st, a["axis"]))
+    elif p == "bind":
+        from .thread_axis import thread_axis
+
+        st.bind(_axis(st, a["axis"]), thread_axis(a["tag"], a.get("thread")))
     elif p == "compute_at":
         parent = s[a["parent"]]
         st.compute_at(parent, _axis(parent, a["axis"]))
