@@ -48,8 +48,11 @@ def test_same_seed_and_same_measurements_give_the_same_run(tmp_path, monkeypatch
     # seed; with the same measured costs the run is the same.
     from tilewright.runtime.measure import MeasureResult
 
-    def fake(self, schedules):
-        return [MeasureResult(costs=(1e-3 + (hash(s.trace.to_json()) % 997) * 1e-6,)) for s in schedules]
+    def fake(self, schedules, on_result=None):
+        out = [MeasureResult(costs=(1e-3 + (hash(s.trace.to_json()) % 997) * 1e-6,)) for s in schedules]
+        for i, m in enumerate(out):
+            on_result(i, m)
+        return out
 
     monkeypatch.setattr(tune_module.Measurer, "measure", fake)
     for method in ("q", "p", "random"):
@@ -79,11 +82,11 @@ def test_interrupted_run_keeps_its_measurements_and_resumes(tmp_path, monkeypatc
     real = tune_module.Measurer.measure
     calls = {"n": 0}
 
-    def flaky(self, schedules):
+    def flaky(self, schedules, on_result=None):
         calls["n"] += 1
         if calls["n"] == 3:
             raise KeyboardInterrupt
-        return real(self, schedules)
+        return real(self, schedules, on_result)
 
     monkeypatch.setattr(tune_module.Measurer, "measure", flaky)
     with pytest.raises(KeyboardInterrupt):
@@ -140,3 +143,36 @@ def test_default_point_is_measured_first_unless_left_out(tmp_path):
     assert seeded.history[0].point == default and np.isfinite(seeded.default_cost)
     scratch = tw.tune(tensors, trials=3, seed=0, records=tmp_path / "b.sqlite", progress=False, from_default=False)
     assert all(t.point != default for t in scratch.history) and not np.isfinite(scratch.default_cost)
+
+
+def test_each_measurement_is_committed_as_it_completes(tmp_path, monkeypatch):
+    """A kill after 3 of a batch's 4 measurements keeps those 3 (records were once written per batch)."""
+    from tilewright.runtime.measure import MeasureResult
+
+    def killed_midway(self, schedules, on_result=None):
+        for i in range(3):
+            on_result(i, MeasureResult(costs=(1e-3 * (i + 1),)))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(tune_module.Measurer, "measure", killed_midway)
+    path = tmp_path / "r.sqlite"
+    with pytest.raises(KeyboardInterrupt):
+        tw.tune(gemm(), trials=8, seed=0, batch=4, records=path, progress=False)
+    assert Records(path).count() == 3
+
+
+def test_timeouts_scale_with_the_default_and_have_a_floor(monkeypatch):
+    from tilewright.backends import backend_for
+    from tilewright.runtime.measure import TIMEOUT_FACTOR, TIMEOUT_FLOOR_S, Measurer
+
+    A = tw.placeholder((8,), "float32", name="A")
+    B = tw.compute((8,), lambda i: A[i] + 1.0, name="B")
+    cpu = tw.as_target("cpu")
+    with Measurer([B], [A, B], cpu, backend_for(cpu), timeout=100.0) as m:
+        assert m.time_limit() == 100.0  # nothing measured yet
+        m.best = 13e-6
+        assert m.time_limit() == TIMEOUT_FLOOR_S  # a 13 us kernel still gets the floor, not 1.3 ms
+        m.baseline = 1.0
+        assert m.time_limit() == TIMEOUT_FACTOR * 1.0
+        m.baseline = 10.0
+        assert m.time_limit() == 100.0

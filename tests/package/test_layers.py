@@ -12,7 +12,7 @@ ROOT = Path(tilewright.__file__).parent
 # Rank of each top-level package or module: an import must go to an equal or lower rank.
 # errors, config and targets are importable by anyone (targets imports only errors and config).
 LAYERS = {
-    "errors": 0, "config": 0, "targets": 1,
+    "errors": 0, "config": 0, "stats": 0, "targets": 1,
     "ir": 2, "te": 3, "reference": 4, "ops": 4, "schedule": 4, "lower": 5, "codegen": 6, "build": 7,
     "runtime": 8, "analysis": 9, "space": 10, "records": 10, "search": 11, "workloads": 12,
     "backends": 13, "api": 14, "cli": 15, "bench": 15, "__init__": 16,

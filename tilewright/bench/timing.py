@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-import numpy as np
+from ..stats import median
 
 SETTLE_S = 0.3  # longer than OpenBLAS's and libgomp's spin-wait after a call
 ROUNDS = 5
@@ -38,7 +38,7 @@ def median_seconds(fn: Callable[[], object], repeat: int = 9, min_s: float = 0.0
         for _ in range(number):
             fn()
         times.append((time.perf_counter() - start) / number)
-    return float(np.median(times))
+    return median(times)
 
 
 def alternating_medians(sides: dict[str, Callable[[], float]], rounds: int = ROUNDS) -> dict[str, float]:
@@ -49,4 +49,4 @@ def alternating_medians(sides: dict[str, Callable[[], float]], rounds: int = ROU
         for name, timed in sides.items():
             settle()
             samples[name].append(timed())
-    return {name: float(np.median(v)) for name, v in samples.items()}
+    return {name: median(v) for name, v in samples.items()}

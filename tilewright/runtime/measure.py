@@ -26,6 +26,7 @@ import numpy as np
 
 from ..errors import BuildError, TilewrightError
 from ..reference import evaluate
+from ..stats import median
 from ..targets import Target
 from .inputs import check_fits_in_memory, positive_inputs, random_input
 from .kernel import storage_dtype
@@ -56,7 +57,7 @@ class MeasureResult:
     @property
     def cost(self) -> float:
         """Median seconds per call; inf for a failed measurement."""
-        return float(np.median(self.costs)) if self.ok and self.costs else math.inf
+        return median(self.costs) if self.ok else math.inf
 
 
 @dataclass
@@ -69,6 +70,10 @@ class _Built:
 
 TOLERANCE = {"float16": 2e-2, "bfloat16": 5e-2, "float32": 1e-4, "float64": 1e-9}
 
+
+# Timeouts scale with the default point's time (a candidate 50x slower is not worth waiting for), with
+# a floor: under load, a fixed 1 s deadline once stored candidates of 13 and 59 us as timeouts.
+TIMEOUT_FACTOR, TIMEOUT_FLOOR_S = 50.0, 5.0
 
 # A candidate whose first timed call is this many times slower than the best so far is not repeated:
 # its single time already ranks it, and repeating a 1 s kernel costs the search seconds per trial.
@@ -111,6 +116,7 @@ class Measurer:
         self._proc: subprocess.Popen | None = None
         self._fresh = False
         self.best = float("inf")  # fastest correct cost so far: much slower candidates are timed once
+        self.baseline = float("inf")  # the default point's time, which the tuner sets: timeouts scale with it
 
     # ---- building ---------------------------------------------------------
     def _build(self, schedule) -> _Built:
@@ -157,8 +163,7 @@ class Measurer:
         if self._proc is None or self._proc.poll() is not None:
             self._start()
         start = time.perf_counter()
-        # a candidate 100x slower than the best is not worth waiting the full timeout for
-        limit = min(self.timeout, max(1.0, 100 * self.best))
+        limit = self.time_limit()
         deadline = limit + (30.0 if self._fresh else 0.0)  # a new runner first imports NumPy
         deadline += self.repeat * self.min_repeat_ms / 1e3
         self._fresh = False
@@ -188,6 +193,27 @@ class Measurer:
         kind = ErrorKind.WRONG_RESULT if reply["status"] == "wrong_result" else ErrorKind.RUNTIME
         return MeasureResult(error_kind=kind, error_msg=reply["message"], run_s=elapsed)
 
+    def time_limit(self) -> float:
+        """Seconds a candidate may take: TIMEOUT_FACTOR times the reference (the default point's
+        time once the tuner sets `baseline`, else the best so far), at least TIMEOUT_FLOOR_S (a
+        loaded machine must not turn good candidates into timeouts), at most `timeout`."""
+        ref = self.baseline if math.isfinite(self.baseline) else self.best
+        if not math.isfinite(ref):
+            return self.timeout
+        return min(self.timeout, max(TIMEOUT_FLOOR_S, TIMEOUT_FACTOR * ref))
+
+    def _run_retrying(self, library: str) -> MeasureResult:
+        """A timeout on a loaded machine (load average over the cores) is measured once more."""
+        r = self.run(library)
+        if r.error_kind is ErrorKind.TIMEOUT and _machine_loaded():
+            again = self.run(library)
+            if again.error_kind is ErrorKind.TIMEOUT:
+                return MeasureResult(error_kind=ErrorKind.TIMEOUT, run_s=r.run_s + again.run_s,
+                                     error_msg=f"{again.error_msg} (twice: retried once because the machine was "
+                                               f"loaded)")
+            return again
+        return r
+
     def measure(self, schedules: list, on_result=None) -> list[MeasureResult]:
         """Results in order. `on_result(index, result)` is called as each one completes,
         so a caller can commit it before the next runs (a kill loses nothing measured)."""
@@ -196,7 +222,7 @@ class Measurer:
             if built.error is not None:
                 out.append(built.error)
             else:
-                r = self.run(built.library)
+                r = self._run_retrying(built.library)
                 if r.ok:
                     self.best = min(self.best, r.cost)
                 out.append(MeasureResult(r.costs, r.error_kind, r.error_msg, built.build_s, r.run_s))
@@ -218,6 +244,13 @@ class Measurer:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _machine_loaded() -> bool:
+    try:
+        return os.getloadavg()[0] > (os.cpu_count() or 1)
+    except OSError:
+        return False
 
 
 def _message(exc: BaseException) -> str:

@@ -10,7 +10,6 @@ search (a rerun resumes an interrupted one without re-measuring anything)."""
 from __future__ import annotations
 
 import math
-import statistics
 import sys
 import time
 import uuid
@@ -25,6 +24,7 @@ from ..errors import TilewrightError, TilewrightWarning
 from ..records import Record, Records
 from ..runtime.measure import ErrorKind, Measurer, MeasureResult
 from ..space import Point
+from ..stats import median
 from ..te.tensor import PlaceholderOp, Tensor
 from . import make_strategy
 from .replay import schedule_from_trace, trace_of
@@ -168,7 +168,7 @@ def run_tuning(backend, tensors, tgt, trials: int = 200, method: str = "q", time
     n_errors = 0
     with Measurer(outputs, args, tgt, backend, timeout=timeout, seed=seed) as measurer:
         if default in strategy.costs:
-            result.default_cost = strategy.costs[default]
+            result.default_cost = measurer.baseline = strategy.costs[default]
         seeds = backend.heuristic_points(space, plan, k=batch) if from_default else []
         queue = [p for p in seeds if p not in strategy.costs]
         while len(result.history) < trials:
@@ -183,12 +183,15 @@ def run_tuning(backend, tensors, tgt, trials: int = 200, method: str = "q", time
                 logf.write("space exhausted\n")
                 break
             schedules = _instantiate(backend, outputs, plan, points)
-            measured = measurer.measure(schedules)
-            for p, s, m in zip(points, schedules, measured):
-                _record(store, wkey, tkey, p, s, m, method, seed, run_id, description)
+
+            def done(i, m, points=points, schedules=schedules):  # each measurement is committed at once
+                nonlocal last_gain, n_errors
+                p = points[i]
+                _record(store, wkey, tkey, p, schedules[i], m, method, seed, run_id, description)
                 cost = m.cost
                 if p == default:
                     result.default_cost = cost
+                    measurer.baseline = cost  # later timeouts scale with the default's time
                 if cost < result.best_cost:
                     result.best_point, result.best_cost = p, cost
                     last_gain = len(result.history)
@@ -198,7 +201,9 @@ def run_tuning(backend, tensors, tgt, trials: int = 200, method: str = "q", time
                 result.history.append(trial)
                 logf.write(f"{trial.index}\t{trial.elapsed_s:.2f}s\t{cost:.6g}\t{m.error_kind.value}\t{p}"
                            f"\t{m.error_msg[:300]}\n")
-            logf.flush()
+                logf.flush()
+
+            measured = measurer.measure(schedules, on_result=done)
             strategy.observe(points, [m.cost for m in measured])
             bar.update(len(result.history), result.best_cost, n_errors)
             if len(result.history) - last_gain >= early_stop:
@@ -236,12 +241,12 @@ def _retime_finalists(result: TuneResult, store: Records, tkey: str, measurer, r
     schedules = _instantiate(result.backend, result.outputs, result.plan, finalists)
     default_costs = [result.default_cost] if math.isfinite(result.default_cost) else []
     for _ in range(FINAL_ROUNDS):
-        for p, sched, m in zip(finalists, schedules, measurer.measure(schedules)):
-            record(p, sched, m)
+        for p, m in zip(finalists, measurer.measure(
+                schedules, on_result=lambda i, m: record(finalists[i], schedules[i], m))):
             if p == default and m.ok:
                 default_costs.append(m.cost)
     if default_costs:  # this run's times of the default, not older runs' records of it
-        result.default_cost = statistics.median_low(default_costs)
+        result.default_cost = median(default_costs)
     now = list(ranked())
     for _, r in now:
         logf.write(f"finalist\t{r.cost:.6g} (median record)\t{r.point}\n")
