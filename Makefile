@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test lint clean
+.PHONY: run test lint fuzz clean
 
 $(STAMP): pyproject.toml
 	$(PY) -c 'import sys; assert sys.version_info >= (3, 10), "tilewright needs Python >= 3.10"'
@@ -22,6 +22,12 @@ lint: $(STAMP)
 
 test: lint
 	$(BIN)/pytest
+
+# the long differential fuzz run (issue 13): random te programs x random schedules vs tw.evaluate
+FUZZ_CASES ?= 10000
+FUZZ_SEED ?= 1
+fuzz: $(STAMP)
+	$(BIN)/python -m tests.reliability.fuzz_programs --cases $(FUZZ_CASES) --seed $(FUZZ_SEED) --jobs 2
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

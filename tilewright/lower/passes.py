@@ -6,6 +6,7 @@ from dataclasses import replace
 
 from ..ir.stmt import Seq
 from .barriers import insert_barriers
+from .bounds_check import check_bounds
 from .flatten import flatten
 from .lane_sums import lane_sums
 from .partition import partition
@@ -20,6 +21,7 @@ from .zero_taps import skip_zero_taps
 
 
 def run_passes(func, zero_boxes: dict | None = None):
+    check_bounds(func)  # before any pass: accesses still have one index per tensor axis
     body = thread_loops(lower_vthreads(func.body))  # GPU kernels only; CPU bodies pass unchanged
     body = flatten(skip_zero_taps(body, zero_boxes or {}))
     body = simplify_stmt(body) or Seq(())
