@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ..config import cache_dir
 from ..errors import TilewrightError
+from ..stats import median
 from .validate import point_problem, record_problem
 
 # How long a write waits for another process's lock before the measurement goes to a side file.
@@ -64,8 +65,7 @@ class Record:
     def cost(self) -> float:
         if self.error_kind != "none" or not self.costs:
             return math.inf
-        ordered = sorted(self.costs)
-        return ordered[len(ordered) // 2]
+        return median(self.costs)
 
     def to_json(self) -> str:
         d = asdict(self)
