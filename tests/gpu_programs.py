@@ -133,3 +133,47 @@ def integer_and_dtypes():
 
 PROGRAMS = {"elementwise_two_kernels": elementwise_two_kernels, "tiled_matmul": tiled_matmul,
             "guarded_threads": guarded_threads, "integer_and_dtypes": integer_and_dtypes}
+
+
+def has_bind() -> bool:
+    from tilewright.schedule.stage import Stage
+
+    return hasattr(tw, "thread_axis") and hasattr(Stage, "bind")
+
+
+def scheduled_shared_matmul(n=64, t=8):
+    """A real schedule: C = A @ B, blocks of t x t threads, A and B tiles cached in shared memory at k.outer."""
+    A = tw.placeholder((n, n), "float32", name="A")
+    B = tw.placeholder((n, n), "float32", name="B")
+    k = tw.reduce_axis(n, name="k")
+    C = tw.compute((n, n), lambda i, j: tw.sum(A[i, k] * B[k, j], axis=k), name="C")
+    s = tw.create_schedule(C)
+    AS, BS = s.cache_read(A, "shared", [C]), s.cache_read(B, "shared", [C])
+    bi, ti = s[C].split(C.op.axis[0], factor=t)
+    bj, tj = s[C].split(C.op.axis[1], factor=t)
+    s[C].reorder(bi, bj, ti, tj)
+    for ax, tag in ((bi, "blockIdx.y"), (bj, "blockIdx.x"), (ti, "threadIdx.y"), (tj, "threadIdx.x")):
+        s[C].bind(ax, tw.thread_axis(tag))
+    ko, _ = s[C].split(k, factor=t)
+    for T in (AS, BS):
+        s[T].compute_at(s[C], ko)
+        x, y = s[T].op.axis
+        s[T].bind(x, tw.thread_axis("threadIdx.y"))
+        s[T].bind(y, tw.thread_axis("threadIdx.x"))
+    return s, [A, B, C]
+
+
+def scheduled_vector_relu(n=256):
+    """A real schedule: relu(x) * 2 with 4-lane vectors per thread."""
+    X = tw.placeholder((n,), "float32", name="X")
+    Y = tw.compute((n,), lambda i: tw.max(X[i], 0.0) * 2, name="Y")
+    s = tw.create_schedule(Y)
+    b, r = s[Y].split(Y.op.axis[0], factor=64)
+    tx, v = s[Y].split(r, factor=4)
+    s[Y].bind(b, tw.thread_axis("blockIdx.x"))
+    s[Y].bind(tx, tw.thread_axis("threadIdx.x"))
+    s[Y].vectorize(v)
+    return s, [X, Y]
+
+
+SCHEDULES = {"shared_matmul": scheduled_shared_matmul, "vector_relu": scheduled_vector_relu}

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 import pytest
-from gpu_programs import PROGRAMS, bind, c, ld, loop
+from gpu_programs import PROGRAMS, SCHEDULES, bind, c, has_bind, ld, loop
 
 import tilewright as tw
 from tilewright.build.nvcc import compile_cuda, compiler_available
@@ -150,3 +150,16 @@ def test_names_are_sanitized_for_device_code(names):
     compile_cuda(module.source, "sm_90")
     assert "my tensor" not in module.source and " float4 *" not in module.source.replace("const float4 *", "")
     assert [p.name for p in module.args] == [p.name for p in generate_opencl(f).args]
+
+
+@pytest.mark.skipif(not has_bind(), reason="the bind schedule primitive is not there yet")
+@pytest.mark.skipif(NO_NVCC, reason="no CUDA compiler: nvcc is not on PATH and NVRTC cannot be loaded")
+@pytest.mark.parametrize("name", sorted(SCHEDULES))
+def test_scheduled_programs_compile_for_cuda(name):
+    s, args = SCHEDULES[name]()
+    module = generate_cuda(tw.lower(s, args))
+    compile_cuda(module.source, "sm_90")
+    if name == "vector_relu":
+        assert "make_float4" in module.source and module.kernels[0].block == (16, 1, 1)
+    else:
+        assert "__syncthreads();" in module.source and module.kernels[0].shared_bytes == 2 * 64 * 4

@@ -10,7 +10,7 @@ import textwrap
 
 import numpy as np
 import pytest
-from gpu_programs import PROGRAMS
+from gpu_programs import PROGRAMS, SCHEDULES, has_bind
 
 from tilewright.build.opencl import opencl_available
 from tilewright.codegen.opencl import generate_opencl
@@ -95,3 +95,18 @@ def test_build_failure_carries_the_log():
     broken = replace(module, source=module.source.replace("barrier(", "no_such_function("))
     with pytest.raises(BuildError, match="no_such_function"):
         OpenCLKernel(broken)
+
+
+@pytest.mark.skipif(not has_bind(), reason="the bind schedule primitive is not there yet")
+@pytest.mark.parametrize("name", sorted(SCHEDULES))
+def test_scheduled_program_matches_evaluate(name, rng):
+    import tilewright as tw
+    from tilewright.runtime.opencl import OpenCLKernel
+
+    s, args = SCHEDULES[name]()
+    kernel = OpenCLKernel(generate_opencl(tw.lower(s, args)))
+    inputs = [rng.standard_normal(tuple(t.shape)).astype("float32") for t in args[:-1]]
+    out = np.zeros(tuple(args[-1].shape), "float32")
+    kernel(*inputs, out)
+    want = tw.evaluate(args[-1], {t.name: a for t, a in zip(args[:-1], inputs)})
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)

@@ -15,6 +15,7 @@ from ..build.cc import rebuild
 from ..errors import BuildError, MeasureError
 from ..ir.stmt import Buffer, Store
 from ..ir.stmt_functor import walk_stmt
+from ..stats import median
 
 _NUMPY_STORAGE = {"bfloat16": np.dtype(np.uint16)}  # raw bits; float arrays are rounded on the way in
 
@@ -158,7 +159,7 @@ class Kernel:
             if flush_cache:
                 junk.fill(1.0)
             samples.append(self._lib.tw_time(ptrs, number))
-        return TimingResult(statistics.median(samples), min(samples), max(samples),
+        return TimingResult(median(samples), min(samples), max(samples),
                             statistics.pstdev(samples), number, repeat)
 
     def export(self, directory) -> Path:
