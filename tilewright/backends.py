@@ -29,7 +29,8 @@ class Backend:
     render(func, target) -> source (`.text` is what the compiler takes);
     compile(source, target, timeout) -> artefact (`.path`: what a runner process loads);
     load(func, source, artefact, target) -> a callable kernel (`.source`, `.time()`, `.export()`);
-    runner: the module whose `open_artefact(path, config)` a measuring process calls."""
+    runner: the module a measuring process runs (`python -m`); loader: for device kinds, the module
+      whose `load_exported(directory)` that process opens artefacts with."""
 
     kind: str
     space: Callable | None
@@ -41,12 +42,22 @@ class Backend:
     compile: Callable
     load: Callable
     runner: str
+    loader: str | None = None
+    fallback_schedule: Callable | None = None  # (outputs, target) -> Schedule where there is no space
 
     def build(self, schedule, args, target: Target, name: str = "kernel"):
         """Lower, render, compile (cached) and load `schedule` as a kernel taking `args`."""
         func = self.lower(schedule, args, name, target)
         source = self.render(func, target)
         return self.load(func, source, self.compile(source, target), target)
+
+    def default_schedule(self, outputs, target: Target):
+        """The untuned schedule: the space's default point, else the kind's fallback."""
+        if self.space is None and self.fallback_schedule is not None:
+            return self.fallback_schedule(outputs, target)
+        self.require_space()
+        space, plan = self.space(outputs, target)
+        return self.apply(outputs, plan, self.default_point(space, plan))
 
     def require_space(self) -> None:
         if self.space is None:
@@ -72,7 +83,61 @@ def _cpu() -> Backend:
     )
 
 
-_FACTORIES: dict[str, Callable[[], Backend]] = {"cpu": _cpu}
+def _gpu_lower(s, args, name, target: Target):
+    """Lowering plus what a GPU needs: every root stage bound, launches within the device's limits."""
+    from .lower import lower
+    from .lower.gpu_checks import check_launch_limits, validate_gpu_func
+
+    func = lower(s, args, name)
+    validate_gpu_func(func)
+    check_launch_limits(func, target.gpu.max_threads_per_block, target.gpu.shared_mem_per_block)
+    return func
+
+
+def _load_cuda(func, module, artefact, target: Target):
+    """A kernel on the GPU, or, with none here, one that can be read and exported but not run."""
+    from .errors import MeasureError
+    from .runtime.cuda import CudaKernel
+    from .runtime.unrunnable import UnrunnableKernel
+
+    try:
+        return CudaKernel(module, artefact.binary)
+    except MeasureError as exc:
+        return UnrunnableKernel(module, artefact.path, str(exc))
+
+
+def _cuda() -> Backend:
+    from .build.device_artefact import compile_cuda_artefact
+    from .codegen.cuda import generate_cuda
+    from .space.gpu_default import naive_gpu_schedule
+
+    return Backend(
+        kind="cuda", space=None, apply=None, default_point=None, heuristic_points=None,
+        lower=_gpu_lower, render=lambda func, target: generate_cuda(func),
+        compile=lambda module, target, timeout=300.0: compile_cuda_artefact(module, target, timeout),
+        load=_load_cuda,
+        runner="tilewright.runtime.device_runner", loader="tilewright.runtime.cuda",
+        fallback_schedule=naive_gpu_schedule,
+    )
+
+
+def _opencl() -> Backend:
+    from .build.device_artefact import compile_opencl_artefact
+    from .codegen.opencl import generate_opencl
+    from .runtime.opencl import OpenCLKernel, default_context
+    from .space.gpu_default import naive_gpu_schedule
+
+    return Backend(
+        kind="opencl", space=None, apply=None, default_point=None, heuristic_points=None,
+        lower=_gpu_lower, render=lambda func, target: generate_opencl(func),
+        compile=lambda module, target, timeout=300.0: compile_opencl_artefact(module, target, default_context()[0]),
+        load=lambda func, module, artefact, target: OpenCLKernel(module),
+        runner="tilewright.runtime.device_runner", loader="tilewright.runtime.opencl",
+        fallback_schedule=naive_gpu_schedule,
+    )
+
+
+_FACTORIES: dict[str, Callable[[], Backend]] = {"cpu": _cpu, "cuda": _cuda, "opencl": _opencl}
 
 
 def register_backend(kind: str, factory: Callable[[], Backend]) -> None:

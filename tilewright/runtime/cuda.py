@@ -7,7 +7,6 @@ MeasureError("no CUDA device: ...")."""
 
 from __future__ import annotations
 
-import statistics
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +16,7 @@ from ..codegen.device import DeviceModule
 from ..errors import MeasureError
 from .device_args import check_array, device_dtype, from_device_layout, to_device_layout
 from .device_export import read_artefact, write_artefact
+from .timing import TimingResult
 
 
 def _driver():
@@ -123,8 +123,8 @@ class CudaKernel:
             for p in owned:
                 cu.cuMemFree(p)
 
-    def time(self, *arrays, number: int = 10, repeat: int = 5) -> float:
-        """Median over `repeat` runs of the mean time of `number` calls (CUDA events), in seconds."""
+    def time(self, *arrays, number: int = 10, repeat: int = 5) -> TimingResult:
+        """Seconds per call (CUDA events) over `repeat` runs of `number` calls."""
         cu = self._cu
         ptrs, _, owned = self._device_args(arrays)
         start = _check(cu, cu.cuEventCreate(0), "cuEventCreate")
@@ -140,7 +140,7 @@ class CudaKernel:
                 _check(cu, cu.cuEventSynchronize(end), f"kernel {self.module.func_name}")
                 ms = _check(cu, cu.cuEventElapsedTime(start, end), "cuEventElapsedTime")
                 samples.append(ms * 1e-3 / number)
-            return statistics.median(samples)
+            return TimingResult.of(samples, number)
         finally:
             cu.cuEventDestroy(start)
             cu.cuEventDestroy(end)

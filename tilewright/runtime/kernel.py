@@ -5,8 +5,6 @@ from __future__ import annotations
 import ctypes
 import re
 import shutil
-import statistics
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -15,25 +13,9 @@ from ..build.cc import rebuild
 from ..errors import BuildError, MeasureError
 from ..ir.stmt import Buffer, Store
 from ..ir.stmt_functor import walk_stmt
-from ..stats import median
+from .timing import TimingResult
 
 _NUMPY_STORAGE = {"bfloat16": np.dtype(np.uint16)}  # raw bits; float arrays are rounded on the way in
-
-
-@dataclass(frozen=True)
-class TimingResult:
-    """Seconds per kernel call over `repeat` measurements of `number` calls."""
-
-    median: float
-    min: float
-    max: float
-    stdev: float
-    number: int
-    repeat: int
-
-    def __str__(self) -> str:
-        return (f"median {self.median * 1e3:.4f} ms (min {self.min * 1e3:.4f}, max {self.max * 1e3:.4f}, "
-                f"{self.repeat}x{self.number} calls)")
 
 
 def storage_dtype(buf: Buffer) -> np.dtype:
@@ -159,8 +141,7 @@ class Kernel:
             if flush_cache:
                 junk.fill(1.0)
             samples.append(self._lib.tw_time(ptrs, number))
-        return TimingResult(median(samples), min(samples), max(samples),
-                            statistics.pstdev(samples), number, repeat)
+        return TimingResult.of(samples, number)
 
     def export(self, directory) -> Path:
         """Write <name>.c, <name>.so and <name>.h, usable without Python. Every

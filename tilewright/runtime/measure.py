@@ -134,7 +134,7 @@ class Measurer:
         except BuildError as exc:
             return _Built(error=MeasureResult(error_kind=ErrorKind.COMPILE, error_msg=_message(exc),
                                               build_s=time.perf_counter() - start))
-        return _Built(library=str(artefact.path), build_s=time.perf_counter() - start, source=source.text)
+        return _Built(library=str(artefact.path), build_s=time.perf_counter() - start, source=str(source))
 
     def build_all(self, schedules: list) -> list[_Built]:
         # Lowering is Python (serial); the compiler runs in parallel subprocesses.
@@ -149,7 +149,7 @@ class Measurer:
             stderr=subprocess.DEVNULL, text=True, bufsize=1,
         )
         config = {"data_dir": self._dir.name, "n_inputs": self.n_inputs, "threads": self.threads,
-                  "tolerances": self.tolerances}
+                  "tolerances": self.tolerances, "loader": self.backend.loader}
         self._proc.stdin.write(json.dumps(config) + "\n")
         self._fresh = True
 

@@ -5,7 +5,6 @@ profiling-event timing, export and loading of exported artefacts."""
 from __future__ import annotations
 
 import functools
-import statistics
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +14,7 @@ from ..codegen.device import DeviceModule
 from ..errors import MeasureError
 from .device_args import check_array, device_dtype, from_device_layout, to_device_layout
 from .device_export import read_artefact, write_artefact
+from .timing import TimingResult
 
 
 def _cl():
@@ -107,9 +107,9 @@ class OpenCLKernel:
         except cl.Error as exc:
             raise MeasureError(f"OpenCL launch of {self.module.func_name} failed: {exc}") from None
 
-    def time(self, *arrays, number: int = 3, repeat: int = 5) -> float:
-        """Median over `repeat` runs of the mean device time (profiling events, all kernels) of `number`
-        calls, in seconds. Arrays are copied in once; nothing is copied back."""
+    def time(self, *arrays, number: int = 3, repeat: int = 5) -> TimingResult:
+        """Device seconds per call (profiling events, all kernels) over `repeat` runs of `number`
+        calls. Arrays are copied in once; nothing is copied back."""
         bufs, _ = self._device_args(arrays)
         self._launch(bufs)  # warm-up
         self.queue.finish()
@@ -120,7 +120,7 @@ class OpenCLKernel:
                 events += self._launch(bufs)
             self.queue.finish()
             samples.append(sum(e.profile.end - e.profile.start for e in events) * 1e-9 / number)
-        return statistics.median(samples)
+        return TimingResult.of(samples, number)
 
     def export(self, directory) -> Path:
         """Write kernel.cl and launch.json into `directory`."""

@@ -303,9 +303,7 @@ def best_schedule(backend, tensors, tgt):
                               f"{', ...' if len(others) > 3 else ''}); they are not applied to {tgt.key}. "
                               f"Using the default schedule; tune on this target to get one.",
                               TilewrightWarning, stacklevel=3)
-    backend.require_space()
-    space, plan = backend.space(outputs, tgt)
-    return backend.apply(outputs, plan, backend.default_point(space, plan))
+    return backend.default_schedule(outputs, tgt)
 
 
 def _record(store: Records, wkey, tkey, point: Point, schedule, m: MeasureResult, method, seed, run_id, desc):

@@ -60,7 +60,8 @@ def cuda_preset(arch: str) -> GpuFacts:
     p = _PRESETS[arch]
     return GpuFacts(api="cuda", vendor="NVIDIA", arch=arch, max_threads_per_block=1024,
                     max_block_dims=(1024, 1024, 64), warp_size=32, shared_mem_per_block=48 * _KIB,
-                    regs_per_thread=255, regs_per_sm=65536, driver_version="none", compiler_version="none", **p)
+                    regs_per_thread=255, regs_per_sm=65536, driver_version="none",
+                    compiler_version=_nvcc_version(), **p)
 
 
 def detect_cuda(device: int = 0) -> GpuFacts | None:

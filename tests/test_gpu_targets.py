@@ -1,0 +1,163 @@
+"""GPU targets through the plug-in spine: tw.build with a default or a hand
+schedule on OpenCL (PoCL's CPU device in CI), CUDA compiled without a GPU,
+isolated measurement of device candidates, and the errors a user meets."""
+
+import shutil
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+import tilewright as tw
+from tilewright.backends import backend_for
+from tilewright.build.opencl import opencl_available
+from tilewright.runtime.measure import ErrorKind, Measurer
+
+NO_OPENCL = opencl_available()
+needs_opencl = pytest.mark.skipif(NO_OPENCL is not None, reason=f"no OpenCL: {NO_OPENCL}")
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+
+
+def matmul(n=48, m=40, k=24):
+    A = tw.placeholder((n, k), "float32", name="A")
+    B = tw.placeholder((k, m), "float32", name="B")
+    return [A, B, tw.ops.matmul(A, B)]
+
+
+def conv():
+    x = tw.placeholder((1, 3, 10, 10), "float32", name="x")
+    w = tw.placeholder((4, 3, 3, 3), "float32", name="w")
+    return [x, w, tw.ops.relu(tw.ops.conv2d(x, w, padding=1))]
+
+
+def run_and_check(tensors, kernel):
+    rng = np.random.default_rng(0)
+    ins = [rng.standard_normal(t.shape).astype("float32") for t in tensors[:-1]]
+    out = np.zeros(tensors[-1].shape, "float32")
+    kernel(*ins, out)
+    np.testing.assert_allclose(out, tw.evaluate(tensors[-1], dict(zip(tensors[:-1], ins))), rtol=1e-4, atol=1e-4)
+
+
+def gemm_schedule(n=128, block=32, threads=4, vthreads=2):
+    """TVM's GPU GEMM: shared tiles fetched by all threads of a block, a register tile per thread."""
+    A = tw.placeholder((n, n), "float32", name="A")
+    B = tw.placeholder((n, n), "float32", name="B")
+    k = tw.reduce_axis(n, name="k")
+    C = tw.compute((n, n), lambda i, j: tw.sum(A[i, k] * B[k, j], axis=k), name="C")
+    s = tw.create_schedule(C)
+    AA, BB = s.cache_read(A, "shared", [s[C]]), s.cache_read(B, "shared", [s[C]])
+    AL, BL = s.cache_read(AA, "local", [s[C]]), s.cache_read(BB, "local", [s[C]])
+    CC = s.cache_write(C, "local")
+    tx, ty = tw.thread_axis("threadIdx.x"), tw.thread_axis("threadIdx.y")
+    by, yi = s[C].split(C.op.axis[0], factor=block)
+    bx, xi = s[C].split(C.op.axis[1], factor=block)
+    s[C].reorder(by, bx, yi, xi)
+    vy, yi = s[C].split(yi, nparts=vthreads)
+    ty_, yi = s[C].split(yi, nparts=threads)
+    vx, xi = s[C].split(xi, nparts=vthreads)
+    tx_, xi = s[C].split(xi, nparts=threads)
+    s[C].reorder(vy, vx, ty_, tx_, yi, xi)
+    s[C].bind(by, tw.thread_axis("blockIdx.y"))
+    s[C].bind(bx, tw.thread_axis("blockIdx.x"))
+    s[C].bind(vy, tw.thread_axis("vthread", name="vy"))
+    s[C].bind(vx, tw.thread_axis("vthread", name="vx"))
+    s[C].bind(ty_, ty)
+    s[C].bind(tx_, tx)
+    s[CC].compute_at(s[C], tx_)
+    ko, ki = s[CC].split(s[CC].op.reduce_axis[0], factor=8)
+    s[CC].reorder(ko, ki, *s[CC].op.axis)
+    for T in (AA, BB):
+        s[T].compute_at(s[CC], ko)
+    for T in (AL, BL):
+        s[T].compute_at(s[CC], ki)
+    for T in (AA, BB):
+        a0, a1 = s[T].op.axis
+        t0, a0 = s[T].split(a0, nparts=threads)
+        t1, a1 = s[T].split(a1, nparts=threads)
+        s[T].reorder(t0, t1, a0, a1)
+        s[T].bind(t0, ty)
+        s[T].bind(t1, tx)
+    return s, [A, B, C]
+
+
+@needs_opencl
+@pytest.mark.parametrize("program", [matmul, conv])
+def test_default_gpu_schedule_builds_and_is_correct(program):
+    tensors = program()
+    kernel = tw.build(tensors, target="opencl")
+    assert "__kernel" in kernel.source and "get_local_id(0)" in kernel.source
+    run_and_check(tensors, kernel)
+
+
+@needs_opencl
+def test_hand_scheduled_gemm_with_shared_tiles_runs_on_opencl():
+    s, args = gemm_schedule()
+    kernel = tw.build(s, args, target="opencl")
+    assert "__local float" in kernel.source and "barrier(CLK_LOCAL_MEM_FENCE" in kernel.source
+    run_and_check(args, kernel)
+    assert kernel.time(*[np.ones(a.shape, "float32") for a in args], number=1, repeat=2).median > 0
+
+
+@needs_nvcc
+def test_cuda_compiles_without_a_gpu_and_exports(tmp_path):
+    s, args = gemm_schedule()
+    kernel = tw.build(s, args, target="cuda -arch=sm_90")
+    assert "__global__" in kernel.source and "__syncthreads();" in kernel.source
+    out = kernel.export(tmp_path / "gemm")
+    assert {p.name for p in out.iterdir()} >= {"kernel.cu", "kernel.ptx", "kernel.cubin", "launch.json"}
+    if "(preset)" in tw.Target("cuda -arch=sm_90").gpu.name:  # no GPU here: it says so when called
+        with pytest.raises(tw.MeasureError, match="cannot run here"):
+            kernel(*[np.ones(a.shape, "float32") for a in args])
+
+
+@needs_opencl
+def test_device_candidates_are_measured_in_isolation_with_their_error_kinds():
+    tensors = matmul()
+    target = tw.Target("opencl")
+    backend = backend_for(target)
+    good = backend.default_schedule(tensors[-1:], target)
+    with Measurer(tensors[-1:], tensors, target, backend, timeout=30) as m:
+        ok, = m.measure([backend.default_schedule(tensors[-1:], target)])
+        assert ok.ok and 0 < ok.cost < 1
+        m.backend = replace(backend, render=lambda f, t: replace(backend.render(f, t), source="this is not OpenCL"))
+        bad, = m.measure([good])
+        assert bad.error_kind is ErrorKind.COMPILE and "build failed" in bad.error_msg
+        def wrong(f, t):
+            module = backend.render(f, t)
+            return replace(module, source=module.source.replace(" + (A[", " - (A["))
+        m.backend = replace(backend, render=wrong)
+        wrong_result, = m.measure([good])
+        assert wrong_result.error_kind is ErrorKind.WRONG_RESULT
+        m.backend = backend
+        again, = m.measure([good])  # a failed candidate never poisons the next one
+        assert again.ok
+
+
+@needs_opencl
+def test_gpu_targets_refuse_what_they_cannot_do():
+    target = tw.Target("opencl")
+    with pytest.raises(tw.TilewrightError, match="no schedule space"):
+        tw.tune(matmul(), target=target, trials=2)
+    A, B, C = matmul()
+    s = tw.create_schedule(C)
+    with pytest.raises(tw.LoweringError, match="bound"):
+        tw.build(s, [A, B, C], target=target)  # nothing bound: it would run on one thread
+    small = replace(target, gpu=replace(target.gpu, max_threads_per_block=64))
+    s = tw.create_schedule(C)
+    io, ii = s[C].split(C.op.axis[0], factor=16)
+    s[C].bind(io, tw.thread_axis("blockIdx.x"))
+    s[C].bind(ii, tw.thread_axis("threadIdx.y"))
+    s[C].bind(C.op.axis[1], tw.thread_axis("threadIdx.x"))
+    with pytest.raises(tw.TilewrightError, match="640|threads"):
+        tw.build(s, [A, B, C], target=small)  # 16 x 40 threads per block > 64
+
+
+def test_target_strings_and_fingerprints():
+    with pytest.raises(tw.TilewrightError, match="unknown target option"):
+        tw.Target("cuda -isa=avx2")
+    with pytest.raises(tw.TilewrightError, match="unknown target"):
+        tw.Target("tpu")
+    preset = tw.Target("cuda -arch=sm_80") if shutil.which("nvcc") else None
+    if preset is not None and "(preset)" in preset.gpu.name:
+        assert preset.key.startswith("cuda-") and "sm_80" in preset.key
+        assert preset.key != tw.Target("cuda -arch=sm_90").key
