@@ -1,4 +1,4 @@
-"""Device artefacts on disk, cached by content hash: a directory holding the
+"""Device artefacts on disk (written by `write_artefact`, cached by content hash): a directory holding the
 device source, its binaries (CUDA: .ptx and .cubin) and `launch.json`, which
 an isolated measurement process loads. OpenCL programs are compiled by the
 driver when loaded; they are compiled here once too, where pyopencl is
@@ -6,18 +6,14 @@ present, so a compile error is reported as one (not as a runtime failure)."""
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..codegen.device import DeviceModule
-from ..config import cache_dir
 from ..errors import BuildError
 from ..targets import Target
+from .artefact_cache import cached_dir, content_key, publish, staging_dir
 
 DESCRIPTOR = "launch.json"
 SOURCE_FILE = {"cuda": "kernel.cu", "opencl": "kernel.cl"}
@@ -30,40 +26,40 @@ class DeviceArtefact:
     binary: object = None  # build.nvcc.CudaBinary for CUDA
 
 
-def _directory(module: DeviceModule, target: Target) -> Path:
-    key = hashlib.sha256("\0".join([module.source, json.dumps(module.descriptor(), sort_keys=True), target.key])
-                         .encode()).hexdigest()[:32]
-    return cache_dir() / "kernels" / f"{module.dialect}-{key}"
+def write_artefact(directory, module: DeviceModule, binaries: dict[str, bytes | str] | None = None,
+                   extra: dict | None = None) -> Path:
+    """The device source, its binaries and launch.json in `directory`."""
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    (d / SOURCE_FILE[module.dialect]).write_text(module.source)
+    for name, data in (binaries or {}).items():
+        (d / name).write_bytes(data) if isinstance(data, bytes) else (d / name).write_text(data)
+    desc = module.descriptor() | {"source": SOURCE_FILE[module.dialect]} | dict(extra or {})
+    (d / DESCRIPTOR).write_text(json.dumps(desc, indent=1) + "\n")
+    return d
 
 
-def _write(d: Path, module: DeviceModule, binaries: dict) -> None:
-    """Source, binaries and launch.json, written to a temporary directory renamed into place,
-    so a concurrent reader never sees half an artefact."""
-    if (d / DESCRIPTOR).exists():
-        return
+def _cached(module: DeviceModule, target: Target, binaries: dict) -> Path:
+    """The artefact's cache directory, written once (staged, then renamed into place)."""
+    key = content_key(module.source, json.dumps(module.descriptor(), sort_keys=True), target.key)
+    final = cached_dir(key, f"{module.dialect}-artefact")
+    if (final / DESCRIPTOR).exists():
+        return final
     try:
-        d.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=d.name + ".", dir=d.parent))
-        (tmp / SOURCE_FILE[module.dialect]).write_text(module.source)
-        for name, data in binaries.items():
-            (tmp / name).write_bytes(data) if isinstance(data, bytes) else (tmp / name).write_text(data)
-        desc = module.descriptor() | {"source": SOURCE_FILE[module.dialect]}
-        (tmp / DESCRIPTOR).write_text(json.dumps(desc, indent=1) + "\n")
-        try:
-            os.rename(tmp, d)
-        except OSError:  # another process wrote the same artefact first
-            shutil.rmtree(tmp, ignore_errors=True)
+        tmp = staging_dir(key)
+        write_artefact(tmp, module, binaries)
+        publish(tmp, final)
     except OSError as exc:
-        raise BuildError(f"cannot write the device artefact {d}: {exc}; check that the cache directory is "
+        raise BuildError(f"cannot write the device artefact {final}: {exc}; check that the cache directory is "
                          f"writable and has space (TILEWRIGHT_CACHE_DIR)") from None
+    return final
 
 
 def compile_cuda_artefact(module: DeviceModule, target: Target, timeout: float = 300.0) -> DeviceArtefact:
     from .nvcc import compile_cuda
 
     binary = compile_cuda(module.source, target.gpu.arch, timeout=timeout)
-    d = _directory(module, target)
-    _write(d, module, {"kernel.ptx": binary.ptx, "kernel.cubin": binary.cubin})
+    d = _cached(module, target, {"kernel.ptx": binary.ptx, "kernel.cubin": binary.cubin})
     return DeviceArtefact(d, module, binary)
 
 
@@ -74,9 +70,8 @@ def compile_opencl_artefact(module: DeviceModule, target: Target, context=None) 
         from .opencl import build_program
 
         build_program(module.source, context)
-    d = _directory(module, target)
-    _write(d, module, {})
-    return DeviceArtefact(d, module)
+    return DeviceArtefact(_cached(module, target, {}), module)
 
 
-__all__ = ["DESCRIPTOR", "SOURCE_FILE", "DeviceArtefact", "compile_cuda_artefact", "compile_opencl_artefact"]
+__all__ = ["DESCRIPTOR", "SOURCE_FILE", "DeviceArtefact", "compile_cuda_artefact", "compile_opencl_artefact",
+           "write_artefact"]

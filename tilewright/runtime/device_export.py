@@ -7,23 +7,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..build.device_artefact import DESCRIPTOR, SOURCE_FILE, write_artefact
 from ..codegen.device import DeviceModule
 from ..errors import MeasureError
-
-DESCRIPTOR = "launch.json"
-SOURCE_FILE = {"cuda": "kernel.cu", "opencl": "kernel.cl"}
-
-
-def write_artefact(directory, module: DeviceModule, binaries: dict[str, bytes | str] | None = None,
-                   extra: dict | None = None) -> Path:
-    d = Path(directory)
-    d.mkdir(parents=True, exist_ok=True)
-    (d / SOURCE_FILE[module.dialect]).write_text(module.source)
-    for name, data in (binaries or {}).items():
-        (d / name).write_bytes(data) if isinstance(data, bytes) else (d / name).write_text(data)
-    desc = module.descriptor() | {"source": SOURCE_FILE[module.dialect]} | dict(extra or {})
-    (d / DESCRIPTOR).write_text(json.dumps(desc, indent=1) + "\n")
-    return d
 
 
 def read_artefact(directory, dialect: str) -> tuple[DeviceModule, dict, Path]:
