@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import tilewright as tw
-from tilewright.targets.peak import fp32_peak_gflops
+from tilewright.runtime.peak import fp32_peak_gflops
 
 ROOT = Path(__file__).resolve().parent.parent
 

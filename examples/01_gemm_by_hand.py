@@ -21,7 +21,7 @@ import numpy as np
 
 import tilewright as tw
 from tilewright.bench.timing import median_seconds, settle
-from tilewright.targets.peak import fp32_peak_gflops
+from tilewright.runtime.peak import fp32_peak_gflops
 
 
 def gemm(m: int, n: int, k: int):
