@@ -24,7 +24,7 @@ _FLIP = {CmpOp.LT: CmpOp.GE, CmpOp.LE: CmpOp.GT, CmpOp.GT: CmpOp.LE, CmpOp.GE: C
 
 def check_bounds(func) -> None:
     """Raise LoweringError for the first access of `func.body` that can leave its buffer."""
-    _Checker().stmt(func.body, {}, (), None)
+    _Checker({id(b) for b in func.args}).stmt(func.body, {}, (), None)
 
 
 def _facts(cond: Expr, negate: bool = False) -> tuple[Expr, ...]:
@@ -56,6 +56,11 @@ def _atom_bounds(atom: Expr, ranges: Ranges, facts) -> tuple[int, int] | None:
             and isinstance(atom.b, Const) and atom.b.value > 0:
         # a fused or split loop's (x // c, x % c): the guards bound x, so they bound its quotient
         num = _index_bounds(_linear(atom.a, ranges), facts, ranges)
+        raw = _index_bounds(_linear(atom.a, ranges, False), facts, ranges)
+        if num is None or raw is None:
+            num = num or raw
+        else:
+            num = (max(num[0], raw[0]), min(num[1], raw[1]))
         if num is not None:
             c, (lo, hi) = int(atom.b.value), num
             if atom.op is BinOp.FLOORDIV:
@@ -132,7 +137,9 @@ def _widening(n: Expr) -> Expr | None:
 
 def _linear(e: Expr, ranges: Ranges, simplified: bool = True) -> Linear:
     e = transform(e, _widening)
-    lin = to_linear(simplify(e, ranges) if simplified else e)
+    if not simplified:
+        return to_linear(e)
+    lin = to_linear(simplify(e, ranges))
     # x // c * c + x % c == x: a split of a fused loop recombined (simplify keeps the two apart)
     for key, (atom, k) in list(lin.terms.items()):
         if key not in lin.terms or not (isinstance(atom, Binary) and atom.op is BinOp.FLOORMOD
@@ -167,6 +174,11 @@ def _replace(e: Expr, key, value: Expr) -> Expr:
 
 
 class _Checker:
+    def __init__(self, args: set[int]):
+        # buffers of compute_at regions hold a window whose offsets (x // c - x0 // c over a stepped
+        # loop) need more than intervals; their tensors are checked where they are root or inputs
+        self.args = args
+
     def stmt(self, s: Stmt, ranges: Ranges, facts: tuple, writer: str | None) -> None:
         if isinstance(s, For):
             b, e = const_bounds(s.begin, ranges), const_bounds(s.extent, ranges)
@@ -189,6 +201,8 @@ class _Checker:
             b = const_bounds(s.value, ranges) if s.value.dtype.is_int else None
             self.stmt(s.body, {**ranges, id(s.var): b} if b else ranges, facts, writer)
         elif isinstance(s, Allocate):
+            if not ranges:  # allocated outside every loop: a root stage's whole tensor
+                self.args.add(id(s.buffer))
             self.stmt(s.body, ranges, facts, writer)
         elif isinstance(s, Store):
             name = s.buffer.name
@@ -213,7 +227,7 @@ class _Checker:
             self.expr(c, ranges, facts, writer)
 
     def access(self, buf, indices, ranges: Ranges, facts: tuple, what: str) -> None:
-        if len(indices) != len(buf.shape):
+        if len(indices) != len(buf.shape) or id(buf) not in self.args:
             return  # already flat (a pass ran before us): nothing per axis to say
         for d, (index, n) in enumerate(zip(indices, buf.shape)):
             if index.dtype.lanes != 1 or any(isinstance(x, Load) for x in walk(index)):
