@@ -9,9 +9,11 @@ that no earlier barrier separates. Conflicts are tracked per buffer (two
 threads may touch the same element of it); loops are scanned twice so that
 accesses at the end of one iteration meet those at the start of the next.
 Two writes need no barrier between them (a copy or an init writes each element
-once; a reduction reads before it writes again). A barrier goes before the outermost statement whose first shared accesses
-conflict (before a copy's loops, not inside them), and never under a branch
-on a thread index: such a branch is split around the barrier (its condition
+once; a reduction reads before it writes again). A barrier goes before the
+outermost statement whose first shared accesses conflict (before a copy's
+loops, not inside them; at the top of a loop's body when one iteration
+conflicts with the next, and then not also before the loop), and never under
+a branch on a thread index: such a branch is split around the barrier (its condition
 is pushed into the pieces). Loops bound to threads are transparent (one
 iteration per thread). Without shared buffers it returns its input."""
 
@@ -82,6 +84,8 @@ class _Planner:
         return any(id(v) in self.thread_vars for e in exprs for v in free_vars(e))
 
     def visit(self, s: Stmt, pending: set) -> tuple[Stmt, set]:
+        """`s` with barriers so that it runs safely after the accesses `pending`
+        (made since the last barrier), and the accesses pending after it."""
         acc, bar = self.summary(s)
         if not acc and not bar:
             return s, pending
@@ -93,32 +97,35 @@ class _Planner:
                 c, pending = self.visit(c, pending)
                 out.append(c)
             return seq(*out), pending
-        pre = None
-        if _conflict(pending, self.head(s)[0]):
-            pre, pending = Barrier(Scope.SHARED), set()
+        node, after = self.alone(s)
+        first, stops = self.head(node)
+        if _conflict(pending, first):  # before the whole statement, not inside its loops
+            return seq(Barrier(Scope.SHARED), node), after
+        return node, after if stops else after | pending
+
+    def alone(self, s: Stmt) -> tuple[Stmt, set]:
+        """`s` with the barriers it needs when entered right after a barrier."""
         own = _own(s)
         if isinstance(s, Store):
-            return seq(pre, s), pending | own
+            return s, own
         if isinstance(s, IfThenElse):
-            then, out = self.visit(s.then, pending | own)
+            then, out = self.visit(s.then, own)
             orelse = None
             if s.orelse is not None:
-                orelse, out_e = self.visit(s.orelse, pending | own)
+                orelse, out_e = self.visit(s.orelse, own)
                 out = out | out_e
             node = IfThenElse(s.cond, then, orelse)
-            if self.divergent([s.cond]):
-                node = _sink(node, self)
-            return seq(pre, node), out
-        if isinstance(s, For) and not is_bound(s):
-            body, out = self.visit(s.body, pending | own)
-            if not (isinstance(s.extent, Const) and int(s.extent.value) <= 1):
-                body, out = self.visit(s.body, pending | own | out)  # the next iteration after this one
-            if self.divergent(stmt_exprs(s)) and self.summary(body)[1]:
-                raise LoweringError(f"loop '{s.var.name}' needs a barrier inside, but its bounds depend on a thread "
-                                    f"index, so not every thread would reach it")
-            return seq(pre, replace(s, body=body)), out
-        body, out = self.visit(s.body, pending | own)  # bound For, Allocate, LetStmt
-        return seq(pre, replace(s, body=body)), out
+            return (_sink(node, self) if self.divergent([s.cond]) else node), out
+        body, out = self.visit(s.body, own)
+        if isinstance(s, For) and not is_bound(s) and not (isinstance(s.extent, Const) and int(s.extent.value) <= 1):
+            body, out = self.visit(s.body, own | out)  # every later iteration starts after the one before
+            self._check_loop(s, body)
+        return replace(s, body=body), out
+
+    def _check_loop(self, loop: For, body: Stmt) -> None:
+        if self.divergent(stmt_exprs(loop)) and self.summary(body)[1]:
+            raise LoweringError(f"loop '{loop.var.name}' needs a barrier inside, but its bounds depend on a thread "
+                                f"index, so not every thread would reach it")
 
 
 def _conflict(pending: set, acc: set) -> bool:
