@@ -59,9 +59,17 @@ class Trace:
         """Apply the steps to a fresh schedule of `outputs`."""
         from .schedule import create_schedule
 
-        s = create_schedule(outputs)
-        for step in self.steps:
-            _apply(s, step)
+        return self.apply_to(create_schedule(outputs))
+
+    def apply_to(self, s):
+        """Apply the steps, in order, to schedule `s` (which records them again); returns `s`."""
+        for n, step in enumerate(self.steps):
+            try:
+                _apply(s, step)
+            except (KeyError, TypeError, ValueError, AttributeError, StopIteration) as exc:
+                # a step whose args lack a key or hold the wrong type: say which, not a raw traceback
+                raise ScheduleError(f"trace replay: step {n} {step.primitive!r} has malformed args "
+                                    f"{step.args!r:.120}: {type(exc).__name__}: {exc}") from None
         return s
 
 
