@@ -50,6 +50,8 @@ class CRenderer:
         self.lines: list[str] = []
         self.helpers: dict[str, str] = {}  # name -> definition, emitted before the kernel
         self.depth = 1
+        self.promoted: dict[int, dict[int, str]] = {}  # id(buffer) -> offset -> variable
+        self.promoted_lanes: dict[int, int] = {}  # id(buffer) -> lanes of its slots
 
     # ---- types ------------------------------------------------------------
     def scalar_type(self, d: DType) -> str:
@@ -103,6 +105,9 @@ class CRenderer:
     expr_IterVar = expr_Var
 
     def expr_Load(self, e: Load) -> str:
+        slot = self.promoted_slot(e.tensor, e.indices[0])
+        if slot is not None:
+            return slot
         return f"{self.names.of(e.tensor, e.tensor.name)}[{self.expr(e.indices[0])}]"
 
     def expr_Binary(self, e: Binary) -> str:
@@ -111,6 +116,8 @@ class CRenderer:
         if d.name in ("bfloat16",):
             return self.bf16_binary(e, a, b)
         if e.op in (BinOp.FLOORDIV, BinOp.FLOORMOD, BinOp.TRUNCDIV, BinOp.TRUNCMOD) and d.is_int:
+            if e.op in (BinOp.TRUNCDIV, BinOp.TRUNCMOD) and isinstance(e.b, Const) and e.b.value not in (0, -1):
+                return f"({a} {_INFIX[e.op]} {b})"  # a constant divisor cannot trap: C's own operator
             return f"{self.helper_floordiv(e.op, d)}({a}, {b})"  # defined at b == 0 and MIN / -1: no trap
         if e.op in _INFIX:
             return f"({a} {_INFIX[e.op]} {b})"
@@ -268,6 +275,10 @@ class CRenderer:
         self.emit("}")
 
     def stmt_Store(self, s: Store) -> None:
+        slot = self.promoted_slot(s.buffer, s.indices[0])
+        if slot is not None:
+            self.emit(f"{slot} = {self.expr(s.value)};")
+            return
         buf = self.names.of(s.buffer, s.buffer.name)
         self.emit(f"{buf}[{self.expr(s.indices[0])}] = {self.expr(s.value)};")
 
@@ -275,6 +286,36 @@ class CRenderer:
         v = self.names.of(s.var, s.var.name)
         self.emit(f"const {self.type_name(s.var.dtype)} {v} = {self.expr(s.value)};")
         self.stmt(s.body)
+
+    # ---- register slots (lower/registers.py marks the buffers) --------------
+    def allocate_registers(self, s: Allocate, name: str, lanes: int) -> None:
+        """A local buffer read and written only at constant offsets becomes one
+        variable per (vector) slot, so the compiler keeps it in registers."""
+        b = s.buffer
+        t = self.type_name(b.dtype.with_lanes(lanes))
+        slots = {}
+        for offset in range(0, b.size, lanes):
+            slots[offset] = self.names.fresh(f"{name}_{offset}")
+        self.promoted[id(b)] = slots
+        self.promoted_lanes[id(b)] = lanes
+        self.emit("{")
+        self.depth += 1
+        self.emit(f"{t} {', '.join(slots.values())};")
+        self.stmt(s.body)
+        del self.promoted[id(b)]  # partitioning/unrolling may allocate the same buffer again elsewhere
+        self.depth -= 1
+        self.emit("}")
+
+    def promoted_slot(self, buf, index: Expr) -> str | None:
+        slots = self.promoted.get(id(buf))
+        if slots is None:
+            return None
+        if isinstance(index, Ramp):
+            return slots[int(index.base.value)]
+        offset, lanes = int(index.value), self.promoted_lanes[id(buf)]
+        if lanes == 1:
+            return slots[offset]
+        return f"{slots[offset - offset % lanes]}[{offset % lanes}]"  # one lane of a vector slot
 
     def stmt_Allocate(self, s: Allocate) -> None:
         raise BuildError("this dialect does not allocate buffers")

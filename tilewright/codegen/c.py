@@ -8,10 +8,8 @@ from __future__ import annotations
 
 from ..errors import BuildError
 from ..ir.dtype import DType
-from ..ir.expr import Binary, BinOp, Broadcast, Call, Cast, Compare, Const, Expr, Load, Ramp, Select
-from ..ir.stmt import Allocate, For, ForKind, Scope, Store
-from ..ir.stmt_functor import stmt_exprs, walk_stmt
-from ..ir.traverse import walk
+from ..ir.expr import Binary, BinOp, Broadcast, Call, Cast, Compare, Load, Ramp, Select
+from ..ir.stmt import Allocate, For, ForKind, Store
 from .base import CRenderer
 
 STACK_LIMIT = 64 * 1024  # bytes; larger buffers go to the heap
@@ -52,8 +50,6 @@ class CCodeGen(CRenderer):
     def __init__(self):
         super().__init__()
         self.vector_types: dict[str, str] = {}
-        self.promoted: dict[int, dict[int, str]] = {}  # id(buffer) -> offset -> variable
-        self.promoted_lanes: dict[int, int] = {}  # id(buffer) -> lanes of its slots
 
     # ---- vectors ----------------------------------------------------------
     def vector_type(self, d: DType) -> str:
@@ -88,7 +84,7 @@ class CCodeGen(CRenderer):
         return f"{name}({self.expr(e.value)})"
 
     def expr_Load(self, e: Load) -> str:
-        slot = self._promoted_slot(e.tensor, e.indices[0])
+        slot = self.promoted_slot(e.tensor, e.indices[0])
         if slot is not None:
             return slot
         if e.dtype.lanes == 1:
@@ -102,7 +98,7 @@ class CCodeGen(CRenderer):
 
     def stmt_Store(self, s: Store) -> None:
         value = s.value
-        slot = self._promoted_slot(s.buffer, s.indices[0])
+        slot = self.promoted_slot(s.buffer, s.indices[0])
         if slot is not None:
             self.emit(f"{slot} = {self.expr(value)};")
             return
@@ -186,9 +182,8 @@ class CCodeGen(CRenderer):
     def stmt_Allocate(self, s: Allocate) -> None:
         b = s.buffer
         name = self.names.of(b, b.name)
-        lanes = _register_lanes(s)
-        if lanes:
-            return self._allocate_registers(s, name, lanes)
+        if s.register_lanes:
+            return self.allocate_registers(s, name, s.register_lanes)
         t = self.scalar_type(b.dtype)
         nbytes = b.size * b.dtype.bytes
         self.emit("{")
@@ -208,35 +203,6 @@ class CCodeGen(CRenderer):
             self.emit("}")
         self.depth -= 1
         self.emit("}")
-
-    def _allocate_registers(self, s: Allocate, name: str, lanes: int) -> None:
-        """A local buffer read and written only at constant offsets becomes one
-        variable per (vector) slot, so the compiler keeps it in registers."""
-        b = s.buffer
-        t = self.type_name(b.dtype.with_lanes(lanes))
-        slots = {}
-        for offset in range(0, b.size, lanes):
-            slots[offset] = self.names.fresh(f"{name}_{offset}")
-        self.promoted[id(b)] = slots
-        self.promoted_lanes[id(b)] = lanes
-        self.emit("{")
-        self.depth += 1
-        self.emit(f"{t} {', '.join(slots.values())};")
-        self.stmt(s.body)
-        del self.promoted[id(b)]  # partitioning/unrolling may allocate the same buffer again elsewhere
-        self.depth -= 1
-        self.emit("}")
-
-    def _promoted_slot(self, buf, index: Expr) -> str | None:
-        slots = self.promoted.get(id(buf))
-        if slots is None:
-            return None
-        if isinstance(index, Ramp):
-            return slots[int(index.base.value)]
-        offset, lanes = int(index.value), self.promoted_lanes[id(buf)]
-        if lanes == 1:
-            return slots[offset]
-        return f"{slots[offset - offset % lanes]}[{offset % lanes}]"  # one lane of a vector slot
 
     # ---- the translation unit ---------------------------------------------
     def render(self, func) -> CSource:
@@ -271,40 +237,6 @@ class CCodeGen(CRenderer):
         )
         signature = f"int32_t {kernel}({', '.join(params)});"
         return CSource("\n\n".join(parts) + "\n", kernel, signature)
-
-
-MAX_REGISTER_SLOTS = 32
-
-
-def _register_lanes(alloc: Allocate) -> int | None:
-    """Lanes L if every access to the local buffer is at a constant offset,
-    vector accesses all with L lanes at multiples of L (scalar ones pick a lane
-    of a slot), and there are few enough slots."""
-    b = alloc.buffer
-    if b.scope is not Scope.LOCAL or b.dtype.name in ("bfloat16", "bool"):
-        return None
-    vector_lanes: set[int] = set()
-    vector_offsets: list[int] = []
-    for st in walk_stmt(alloc.body):
-        accesses = [st.indices[0]] if isinstance(st, Store) and st.buffer is b else []
-        for e in stmt_exprs(st):
-            accesses += [n.indices[0] for n in walk(e) if isinstance(n, Load) and n.tensor is b]
-        for index in accesses:
-            if isinstance(index, Const):
-                continue
-            if isinstance(index, Ramp) and index.stride == 1 and isinstance(index.base, Const):
-                vector_lanes.add(index.lanes)
-                vector_offsets.append(int(index.base.value))
-            else:
-                return None
-    if len(vector_lanes) > 1:
-        return None
-    lanes = vector_lanes.pop() if vector_lanes else 1
-    if any(o % lanes for o in vector_offsets) or b.size % lanes or b.size // lanes > MAX_REGISTER_SLOTS:
-        return None
-    if lanes > 1 and b.dtype.name not in ("float32", "float64", "int8", "int16", "int32", "int64", "uint8"):
-        return None
-    return lanes
 
 
 def _int_kind():

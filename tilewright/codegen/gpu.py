@@ -239,6 +239,8 @@ class GpuRenderer(CRenderer):
         if b.scope is Scope.GLOBAL:
             raise BuildError(f"global buffer '{b.name}' is allocated inside a kernel; only the host allocates "
                              f"global memory")
+        if s.register_lanes == 1:  # one scalar per element: registers (vector slots stay an array here)
+            return self.allocate_registers(s, self.names.of(b, b.name), 1)
         self.emit("{")
         self.depth += 1
         self.emit(self.array_decl(Scope.LOCAL, b) + ";")

@@ -95,6 +95,8 @@ class Store(Stmt):
 class Allocate(Stmt):
     buffer: Buffer
     body: Stmt
+    # set by lower/registers.py: held in registers, one variable per slot of this many lanes (0: memory)
+    register_lanes: int = 0
 
 
 @dataclass(frozen=True, eq=False, repr=False)

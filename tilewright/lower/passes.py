@@ -10,6 +10,7 @@ from .bounds_check import check_bounds
 from .flatten import flatten
 from .lane_sums import lane_sums
 from .partition import partition
+from .registers import promote_registers
 from .simplify_stmt import simplify_stmt
 from .thread_loops import thread_loops
 from .unroll import unroll
@@ -34,5 +35,6 @@ def run_passes(func, zero_boxes: dict | None = None):
     body = insert_barriers(body)
     body = simplify_stmt(body) or Seq(())
     func = widen_indices(replace(func, body=body))
+    func = replace(func, body=promote_registers(func.body))  # last: every access is final now
     verify(func)
     return func
