@@ -128,9 +128,21 @@ def test_device_candidates_are_measured_in_isolation_with_their_error_kinds():
         m.backend = replace(backend, render=wrong)
         wrong_result, = m.measure([good])
         assert wrong_result.error_kind is ErrorKind.WRONG_RESULT
+        def rewrite(old, new):
+            return replace(backend, render=lambda f, t: replace(backend.render(f, t),
+                                                                source=backend.render(f, t).source.replace(old, new)))
+        m.backend = rewrite("matmul[", "matmul[1000000000 + ")  # far outside the buffer: the runner dies
+        crashed, = m.measure([good])
+        assert crashed.error_kind in (ErrorKind.RUNTIME, ErrorKind.WRONG_RESULT)
         m.backend = backend
         again, = m.measure([good])  # a failed candidate never poisons the next one
         assert again.ok
+        m.timeout = 2.0
+        m.backend = rewrite("for (int k = 0;", "for (volatile int spin = 1; spin;) {} for (int k = 0;")
+        hung, = m.measure([good])
+        assert hung.error_kind is ErrorKind.TIMEOUT
+        m.backend = backend
+        assert m.measure([good])[0].ok
 
 
 @needs_opencl
