@@ -120,6 +120,9 @@ class CRenderer:
                 return f"({a} {_INFIX[e.op]} {b})"  # a constant divisor cannot trap: C's own operator
             return f"{self.helper_floordiv(e.op, d)}({a}, {b})"  # defined at b == 0 and MIN / -1: no trap
         if e.op in _INFIX:
+            if d.is_int and d.bits < 32 and e.op in (BinOp.ADD, BinOp.SUB, BinOp.MUL, BinOp.SHL):
+                # C computes narrow integers in int: wrap at every operation, as the reference does
+                return f"(({self.type_name(d)})({a} {_INFIX[e.op]} {b}))"
             return f"({a} {_INFIX[e.op]} {b})"
         if e.op in (BinOp.AND, BinOp.OR):
             sym = ("&&" if e.op is BinOp.AND else "||") if d.is_bool else ("&" if e.op is BinOp.AND else "|")
@@ -139,6 +142,8 @@ class CRenderer:
         if e.op is UnOp.NEG:
             if e.dtype.name == "bfloat16":
                 return f"tw_f32_to_bf16(-tw_bf16_to_f32({a}))"
+            if e.dtype.is_int and e.dtype.bits < 32:
+                return f"(({self.type_name(e.dtype)})(-{a}))"
             return f"(-{a})"
         return f"(!{a})" if e.dtype.is_bool else f"(~{a})"
 
@@ -196,8 +201,9 @@ class CRenderer:
         name = f"tw_{op.value}_{d.name}"
         t = self.type_name(d)
         cmp = "<" if op is BinOp.MIN else ">"
+        keep = f"(a {cmp} b || a != a)" if d.is_float else f"a {cmp} b"  # NaN wins, as NumPy's maximum
         self.helpers.setdefault(name, f"{self.caps.helper_prefix} {t} {name}({t} a, {t} b) "
-                                      f"{{ return a {cmp} b ? a : b; }}")
+                                      f"{{ return {keep} ? a : b; }}")
         return name
 
     def helper_floordiv(self, op: BinOp, d: DType) -> str:

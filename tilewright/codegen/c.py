@@ -126,10 +126,11 @@ class CCodeGen(CRenderer):
         t = self.vector_type(e.dtype)
         m = self.mask_type(e.dtype)
         cmp = "<" if e.op is BinOp.MIN else ">"
+        keep = f"(a {cmp} b) | (a != a)" if e.dtype.is_float else f"a {cmp} b"  # NaN wins, as in NumPy
         name = f"tw_{e.op.value}_{t[3:]}"
         self.helpers.setdefault(
             name,
-            f"static inline {t} {name}({t} a, {t} b) {{ {m} k = a {cmp} b; "
+            f"static inline {t} {name}({t} a, {t} b) {{ {m} k = {keep}; "
             f"return ({t})((({m})a & k) | (({m})b & ~k)); }}",
         )
         return f"{name}({self.expr(e.a)}, {self.expr(e.b)})"
