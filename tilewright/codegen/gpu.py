@@ -216,6 +216,17 @@ class GpuRenderer(CRenderer):
         v = self.names.of(s.var, s.var.name)
         starts_at_zero = isinstance(s.begin, Const) and s.begin.value == 0
         value = index if starts_at_zero else f"({self.expr(s.begin)} + {index})"
+        if v in self.bound_names:  # a copy of a loop (unrolled around it): a block of its own, not a redefinition
+            self.emit("{")
+            self.depth += 1
+            self._bound_loop(s, v, value, tag, index)
+            self.depth -= 1
+            self.emit("}")
+            return
+        self.bound_names.add(v)
+        self._bound_loop(s, v, value, tag, index)
+
+    def _bound_loop(self, s: For, v: str, value: str, tag: str, index: str) -> None:
         self.emit(f"const {self.type_name(s.var.dtype)} {v} = {value};")
         own = int(s.extent.value)
         if own >= self.extents[tag]:
@@ -288,7 +299,7 @@ class GpuRenderer(CRenderer):
             if isinstance(s, Allocate) and s.buffer.scope is Scope.SHARED and id(s.buffer) not in seen:
                 seen.add(id(s.buffer))
                 shared.append(s.buffer)
-        self.lines, self.depth = [], 1
+        self.lines, self.depth, self.bound_names = [], 1, set()
         for b in shared:
             self.emit(self.array_decl(Scope.SHARED, b) + ";")
         self.stmt(st)

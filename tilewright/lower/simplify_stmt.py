@@ -1,5 +1,5 @@
 """Simplify every expression of a statement with the ranges of the loops
-around it; drop loops of extent 1 and branches decided by the ranges; mark
+around it; drop loops of extent 1 (not thread-bound ones) and branches decided by the ranges; mark
 integer divisions of provably non-negative values as truncating (plain C `/`)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..ir.expr import Binary, BinOp, Const, Expr
-from ..ir.stmt import Allocate, For, IfThenElse, LetStmt, Seq, Stmt, Store, seq
+from ..ir.stmt import Allocate, For, ForKind, IfThenElse, LetStmt, Seq, Stmt, Store, seq
 from ..ir.traverse import substitute, transform
 from .simplify import Ranges, const_bounds, simplify
 
@@ -35,7 +35,7 @@ def simplify_stmt(stmt: Stmt, ranges: Ranges | None = None) -> Stmt | None:
         if isinstance(extent, Const) and extent.value <= 0:
             return None
         if isinstance(begin, Const) and isinstance(extent, Const):
-            if extent.value == 1:
+            if extent.value == 1 and stmt.kind is not ForKind.THREAD_BINDING:  # a kernel keeps its launch dims
                 return simplify_stmt(substitute_stmt(stmt.body, stmt.var, begin), ranges)
             ranges[id(stmt.var)] = (int(begin.value), int(begin.value + extent.value - 1))
         body = simplify_stmt(stmt.body, ranges)

@@ -20,6 +20,9 @@ class Split:
     inner: IterVar
     factor: int
     nparts: int | None = None  # split by nparts: the outer loop has exactly nparts iterations
+    # the inner loop is bound to a GPU thread index: it keeps its declared extent (the launch
+    # dimension) in a smaller region, guarded, instead of shrinking to the region
+    keep_inner: bool = False
 
     @property
     def exact(self) -> bool:
@@ -42,7 +45,10 @@ def pass_down(roots: list[IterVar], relations: list, root_extents: dict[int, int
     for rel in relations:
         if isinstance(rel, Split):
             parent = dom[id(rel.parent)]
-            if rel.nparts is not None:
+            if rel.keep_inner:
+                dom[id(rel.inner)] = rel.inner.extent
+                dom[id(rel.outer)] = rel.nparts or -(-parent // rel.inner.extent)
+            elif rel.nparts is not None:
                 inner = -(-parent // rel.nparts)
                 dom[id(rel.inner)] = inner
                 dom[id(rel.outer)] = rel.nparts

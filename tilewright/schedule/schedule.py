@@ -181,6 +181,9 @@ class Schedule:
         leaf_values[id(axis)] = rf_axis
         reduce_relations = [r for r in st.relations if _relation_axis(r).kind is AxisKind.REDUCE]
         dom = pass_down(list(old.reduce_axis), reduce_relations, {id(a): a.extent for a in old.reduce_axis})
+        # the new loops keep their declared extents (a factor past the extent too): guard them
+        dom.update({id(v): v.extent for r in reduce_relations for v in ((r.outer, r.inner) if isinstance(r, Split)
+                                                                        else (r.fused,))})
         values, guards = root_values(list(old.reduce_axis), reduce_relations, leaf_values, dom)
         mapping = {a: values[id(a)] for a in old.reduce_axis}
         mapping.update(dict(zip(old.axis, spatial)))

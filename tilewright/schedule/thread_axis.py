@@ -9,12 +9,13 @@ redundant stores) run at lowering (lower/thread_loops.py)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from ..errors import ScheduleError
 from ..ir.expr import AxisKind, Reduce
 from ..ir.stmt import THREAD_TAGS, ForKind
+from .relations import Split
 
 if TYPE_CHECKING:
     from .stage import Stage
@@ -76,5 +77,8 @@ def bind(stage: Stage, axis, taxis) -> None:
             raise ScheduleError(f"{where}: the loop is a reduce loop but the stage is not a reduction; "
                                 f"bind its spatial loops instead")
     stage.bindings[id(leaf)] = taxis.tag
+    if taxis.tag != "vthread":  # a launch dimension keeps its extent where the stage's region is smaller
+        stage.relations = [replace(r, keep_inner=True) if isinstance(r, Split) and r.inner is leaf else r
+                           for r in stage.relations]
     stage.loop_kinds[id(leaf)] = ForKind.THREAD_BINDING
     stage._record("bind", axis=leaf.name, tag=taxis.tag, thread=taxis.name)
