@@ -125,16 +125,15 @@ def test_gemm_shape(vthread):
         assert len(loops(kernel, tag)) == 1
     assert not loops(kernel, "vthread")
     shared = [s.buffer for s in walk_stmt(kernel) if isinstance(s, Allocate) and s.buffer.scope is Scope.SHARED]
-    copies = 4 if vthread else 1  # each virtual thread fetches its own tiles
-    assert sorted(b.name for b in shared) == ["A.shared"] * copies + ["B.shared"] * copies
-    tile = 16 if vthread else 32
-    assert {b.shape for b in shared} == {(tile, 8), (8, tile)}  # the block's tile, not one thread's
+    # the block's tiles, fetched once whatever the vthreads (TVM 3.5): not one per thread or virtual thread
+    assert sorted(b.name for b in shared) == ["A.shared", "B.shared"]
+    assert {b.shape for b in shared} == {(32, 8), (8, 32)}
     # two barriers per k.outer iteration: before the fetch (the last iteration's reads) and after it
     ko = _k_outer(f)
     body = ko.body.stmts
     assert isinstance(body[0], Barrier)
     assert len(barriers(ko)) == 2
-    assert len(barriers(f.body)) == 2 * copies
+    assert len(barriers(f.body)) == 2
     text = str(f)
     assert "barrier(shared)" in text and "bound to threadIdx.x: for j.inner" in text
 

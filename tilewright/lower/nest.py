@@ -114,8 +114,10 @@ def infer_region(stage: Stage, parent: Stage, leaf: IterVar, readers: list[Stage
                 f"'{r.name}' runs outside that loop; attach '{stage.name}' at a loop that encloses all its readers"
             )
     scope = kernel_scope(stage, {ctx.tags[v] for v in fixed if v in ctx.tags})
-    # a shared tile serves every thread of its block: its region spans the thread loops around it
-    relaxed = {v: r for v, r in fixed.items() if scope is Scope.SHARED and ctx.tags.get(v, "").startswith("threadIdx")}
+    # a shared tile serves every thread of its block, virtual ones too (TVM): its region spans the
+    # threadIdx and vthread loops around it, and it is fetched once per block (lower/vthreads.py)
+    relaxed = {v: r for v, r in fixed.items()
+               if scope is Scope.SHARED and ctx.tags.get(v, "").startswith(("threadIdx", "vthread"))}
     region = required_region(stage.tensor, reads, {**ranged, **relaxed}, fixed)
     ctx.regions[id(stage.tensor)] = region
     ctx.buffers[id(stage.tensor)] = stage_buffer(stage, region.extents, scope)

@@ -1,18 +1,35 @@
-"""Virtual threads: after `lower_vthreads`, no loop is bound to "vthread"; each
-such loop is an unrolled serial loop inside the real thread (its copies are
-interleaved in one instruction stream, TVM's latency hiding in its simplest
-form). Loops bound to blocks/threads directly inside a chain of vthread loops
-move outside it (all of them are parallel loops, so they commute), so a
-kernel's thread loops are not copied. Buffers of stages computed inside a
-vthread loop stay per thread and are reused by each virtual thread in turn.
+"""Virtual threads, injected as in TVM (section 3.5, InjectVirtualThread).
+
+After `lower_vthreads`, no loop is bound to "vthread". Loops bound to
+blocks/threads directly inside a chain of vthread loops first move outside it
+(all of them are parallel loops, so they commute), so a kernel's thread loops
+are not copied. Then the body of each vthread loop runs once, the virtual
+thread pushed down into it:
+- a statement that does not depend on the vthread variable runs once (the
+  cooperative fetch of a shared tile, whose region bound inference relaxed
+  over the vthread loops, and later its barriers);
+- one that depends on it (through its indices, a let, a loop bound or branch
+  around it, or a buffer written by such a statement) runs once per vthread
+  value, as deep as possible: a store, or a branch or let on the variable, is
+  copied in place (so the copies of different vthreads interleave in the
+  innermost loops: TVM's latency hiding); a statement holding loops is
+  wrapped in an unrolled loop over the vthread values;
+- a buffer allocated inside the vthread loop and written depending on it gets
+  a leading dimension of the vthread extent: one slice per virtual thread
+  (the register tile of a thread is vthreads x the tile of one).
 Without vthread loops it returns its input."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from ..ir.stmt import For, ForKind, Stmt
-from ..ir.stmt_functor import map_stmt, walk_stmt
+from ..ir import arith
+from ..ir.expr import Const, Expr, Load, Var
+from ..ir.stmt import Allocate, Buffer, For, ForKind, IfThenElse, LetStmt, Seq, Stmt, Store, seq
+from ..ir.stmt_functor import map_stmt, stmt_exprs, walk_stmt
+from ..ir.traverse import substitute, transform, walk
+
+MAX_COPIES = 16  # more vthread values than this: a loop over them instead of copies (as TVM)
 
 
 def _is_vthread(s: Stmt) -> bool:
@@ -36,8 +53,128 @@ def _hoist_threads(s: Stmt):
     return body
 
 
+def _deps(exprs) -> set[int]:
+    """ids of the variables and buffers that `exprs` read."""
+    out: set[int] = set()
+    for e in exprs:
+        for n in walk(e):
+            if isinstance(n, Var):
+                out.add(id(n))
+            elif isinstance(n, Load):
+                out.add(id(n.tensor))
+    return out
+
+
+def _touched(body: Stmt, var: Var) -> set[int]:
+    """ids of `var` and of the let variables and buffers whose values depend on it
+    (a fixed point: a store that reads a touched buffer touches the one it writes)."""
+    writes: list[tuple[set[int], int]] = []
+
+    def collect(s: Stmt, around: list[Expr]) -> None:
+        if isinstance(s, Store):
+            writes.append((_deps([*around, *s.indices, s.value]), id(s.buffer)))
+        elif isinstance(s, LetStmt):
+            writes.append((_deps([*around, s.value]), id(s.var)))
+            collect(s.body, around)
+        elif isinstance(s, Seq):
+            for c in s.stmts:
+                collect(c, around)
+        elif isinstance(s, (For, IfThenElse)):
+            inner = around + stmt_exprs(s)
+            for c in (s.body,) if isinstance(s, For) else (s.then, s.orelse):
+                if c is not None:
+                    collect(c, inner)
+        elif isinstance(s, Allocate):
+            collect(s.body, around)
+
+    collect(body, [])
+    touched = {id(var)}
+    grown = True
+    while grown:
+        grown = False
+        for deps, target in writes:
+            if target not in touched and deps & touched:
+                touched.add(target)
+                grown = True
+    return touched
+
+
+def _expand(body: Stmt, var: Var, extent: int, touched: set[int]) -> Stmt:
+    """Touched buffers allocated in `body` get a leading dimension indexed by `var`."""
+    new: dict[int, Buffer] = {}
+    for s in walk_stmt(body):
+        if isinstance(s, Allocate) and id(s.buffer) in touched:
+            b = s.buffer
+            perm = None if b.perm is None else (0, *(p + 1 for p in b.perm))
+            new[id(b)] = replace(b, shape=(extent, *b.shape), perm=perm)
+    if not new:
+        return body
+
+    def fe(e: Expr) -> Expr:
+        return transform(e, lambda n: Load(new[id(n.tensor)], (var, *n.indices), n.dtype)
+                         if isinstance(n, Load) and id(n.tensor) in new else None)
+
+    def fs(s: Stmt):
+        if isinstance(s, Store) and id(s.buffer) in new:
+            return replace(s, buffer=new[id(s.buffer)], indices=(var, *s.indices))
+        if isinstance(s, Allocate) and id(s.buffer) in new:
+            return replace(s, buffer=new[id(s.buffer)])
+        return None
+
+    return map_stmt(body, fs, fe)
+
+
+class _Injector:
+    def __init__(self, loop: For, touched: set[int]):
+        self.loop, self.touched = loop, touched
+        self.memo: dict[int, bool] = {}
+
+    def own(self, s: Stmt) -> bool:
+        deps = _deps(stmt_exprs(s))
+        if isinstance(s, Store):
+            deps.add(id(s.buffer))
+        if isinstance(s, LetStmt):
+            deps.add(id(s.var))
+        return bool(deps & self.touched)
+
+    def depends(self, s: Stmt) -> bool:
+        if id(s) not in self.memo:
+            self.memo[id(s)] = any(self.own(n) for n in walk_stmt(s))
+        return self.memo[id(s)]
+
+    def visit(self, s: Stmt) -> Stmt:
+        if not self.depends(s):
+            return s
+        if isinstance(s, Seq):
+            return seq(*[self.visit(c) for c in s.stmts])
+        if isinstance(s, Allocate):
+            return replace(s, body=self.visit(s.body))
+        if not self.own(s):  # a loop or branch that does not itself depend on the vthread: push inside
+            if isinstance(s, For):
+                return replace(s, body=self.visit(s.body))
+            if isinstance(s, IfThenElse):
+                return replace(s, then=self.visit(s.then), orelse=self.visit(s.orelse) if s.orelse else None)
+        return self.per_vthread(s)
+
+    def per_vthread(self, s: Stmt) -> Stmt:
+        var, n = self.loop.var, int(self.loop.extent.value)
+        if n <= MAX_COPIES and not any(isinstance(x, For) for x in walk_stmt(s)):
+            return seq(*[map_stmt(s, None, lambda e, k=k: substitute(e, {var: arith.const(k, var.dtype)}))
+                         for k in range(n)])
+        return For(var, arith.const(0), self.loop.extent, ForKind.UNROLLED, s)
+
+
+def _inject(s: Stmt):
+    if not _is_vthread(s):
+        return None
+    if not isinstance(s.extent, Const):
+        return replace(s, kind=ForKind.UNROLLED, thread_tag=None)
+    touched = _touched(s.body, s.var)
+    body = _expand(s.body, s.var, int(s.extent.value), touched)
+    return _Injector(s, touched).visit(body)
+
+
 def lower_vthreads(stmt: Stmt) -> Stmt:
     if not any(_is_vthread(s) for s in walk_stmt(stmt)):
         return stmt
-    stmt = map_stmt(stmt, _hoist_threads)
-    return map_stmt(stmt, lambda s: replace(s, kind=ForKind.UNROLLED, thread_tag=None) if _is_vthread(s) else None)
+    return map_stmt(map_stmt(stmt, _hoist_threads), _inject)
