@@ -29,26 +29,12 @@ from ..ir.expr import (
 from ..ir.stmt import Allocate, Barrier, For, ForKind, LetStmt, Scope, Seq, Stmt, Store
 from ..ir.stmt_functor import all_expr_nodes, walk_stmt
 from ..ir.traverse import children
+from ..lower.gpu_checks import launch_extents
 from .base import CRenderer, _Raw
 from .device import DeviceBuffer, DeviceModule, KernelLaunch
 from .names import GPU_RESERVED, NameTable
 
 _DIMS = ("x", "y", "z")
-
-
-def launch_extents(stmt: Stmt) -> dict[str, int]:
-    """tag -> the largest extent of a loop bound to it in `stmt` (the launch needs that many)."""
-    out: dict[str, int] = {}
-    for s in walk_stmt(stmt):
-        if isinstance(s, For) and s.kind is ForKind.THREAD_BINDING:
-            if s.thread_tag == "vthread":
-                raise BuildError(f"loop '{s.var.name}' is bound to vthread, which lowering should have "
-                                 f"interleaved away before code generation")
-            if not isinstance(s.extent, Const):
-                raise BuildError(f"loop '{s.var.name}' bound to {s.thread_tag} has a non-constant extent "
-                                 f"{s.extent}; launch sizes must be known at compile time")
-            out[s.thread_tag] = max(out.get(s.thread_tag, 0), int(s.extent.value))
-    return out
 
 
 def split_kernels(body: Stmt) -> tuple[list, list[Stmt]]:
@@ -231,6 +217,7 @@ class GpuRenderer(CRenderer):
         own = int(s.extent.value)
         if own >= self.extents[tag]:
             return self.stmt(s.body)
+        # lowering gives every loop of a tag one extent; IR built otherwise may have shorter siblings
         if any(isinstance(x, Barrier) for x in walk_stmt(s.body)):
             raise BuildError(f"loop '{s.var.name}' bound to {tag} has extent {own}, less than the launch's "
                              f"{self.extents[tag]}, and holds a barrier that its idle threads would miss")
@@ -270,7 +257,10 @@ class GpuRenderer(CRenderer):
         by_id = {id(b): d for b, d in zip(list(func.args) + intermediates, args + inter)}
         kernels, bodies = [], []
         for n, st in enumerate(stmts):
-            self.extents = launch_extents(st)
+            self.extents = launch_extents(st, largest=True)
+            if "vthread" in self.extents:
+                raise BuildError(f"stage '{_stage_name(st)}' still has a loop bound to vthread, which lowering "
+                                 f"should have interleaved away before code generation")
             if not self.extents:
                 raise BuildError(f"stage '{_stage_name(st)}' has no loop bound to blockIdx/threadIdx; on a GPU "
                                  f"every stage must bind its outer loops (s[stage].bind(axis, tw.thread_axis(...)))")

@@ -28,7 +28,7 @@ OPENCL_CAPS = Capabilities(
     fma="fma",
     global_qualifier="__global",
     shared_qualifier="__local",
-    barrier="barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);",
+    barrier="barrier(CLK_LOCAL_MEM_FENCE);",  # shared-scope barriers only: no global fence
     thread_index=MappingProxyType({f"{k}.{d}": f"(int){_IDS[k]}({n})"
                                    for k in ("blockIdx", "threadIdx") for n, d in enumerate("xyz")}),
     math_suffix_f32="",

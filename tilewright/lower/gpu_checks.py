@@ -60,9 +60,11 @@ def stage_names(stmt: Stmt) -> list[str]:
     return names
 
 
-def launch_extents(kernel: Stmt) -> dict[str, int]:
+def launch_extents(kernel: Stmt, largest: bool = False) -> dict[str, int]:
     """{tag: extent} of the blockIdx.*/threadIdx.* loops of one kernel (tags
-    not bound are absent: extent 1). Raises LoweringError if a tag has two."""
+    not bound are absent: extent 1). Raises LoweringError if a tag has two,
+    unless `largest` (a renderer of IR built by hand: the launch takes the
+    largest, and shorter loops are guarded)."""
     out: dict[str, int] = {}
     for s in walk_stmt(kernel):
         if is_bound(s):
@@ -70,7 +72,9 @@ def launch_extents(kernel: Stmt) -> dict[str, int]:
                 raise LoweringError(f"loop '{s.var.name}' bound to {s.thread_tag} has a non-constant extent "
                                     f"{s.extent}; launch extents must be constants")
             extent = int(s.extent.value)
-            if out.setdefault(s.thread_tag, extent) != extent:
+            if largest:
+                out[s.thread_tag] = max(out.get(s.thread_tag, 0), extent)
+            elif out.setdefault(s.thread_tag, extent) != extent:
                 raise LoweringError(
                     f"{s.thread_tag} is bound with extents {out[s.thread_tag]} and {extent} (loop '{s.var.name}', "
                     f"stages {stage_names(s)}) in one kernel; every loop bound to one tag in a kernel needs the "

@@ -5,7 +5,7 @@ __kernel void guarded(__global const float *restrict X, __global float *restrict
   const int b = (int)get_group_id(0);
   const int t1 = (int)get_local_id(0);
   S[t1] = (X[t1] * 2.0f);
-  barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
+  barrier(CLK_LOCAL_MEM_FENCE);
   const int t2 = (int)get_local_id(0);
   if ((int)get_local_id(0) < 8) {
     Y[t2] = (S[t2] + S[(t2 + 8)]);

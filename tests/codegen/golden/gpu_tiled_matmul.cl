@@ -13,12 +13,12 @@ __kernel void matmul(__global const float *restrict A, __global const float *res
     for (int k_outer = 0; k_outer < 4; ++k_outer) {
       A_shared[((tx * 8) + ty)] = A[(((((bx * 8) + tx) * 32) + (k_outer * 8)) + ty)];
       B_shared[((tx * 8) + ty)] = B[(((((k_outer * 8) + tx) * 32) + (by * 8)) + ty)];
-      barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
+      barrier(CLK_LOCAL_MEM_FENCE);
       #pragma unroll
       for (int k_inner = 0; k_inner < 8; ++k_inner) {
         C_local[0] = (C_local[0] + (A_shared[((tx * 8) + k_inner)] * B_shared[((k_inner * 8) + ty)]));
       }
-      barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
+      barrier(CLK_LOCAL_MEM_FENCE);
     }
     C[(((((bx * 8) + tx) * 32) + (by * 8)) + ty)] = C_local[0];
   }
