@@ -70,14 +70,17 @@ def gemm(m=64, n=64, k=32, block=32, threads=4, vy=2, vx=2, step=8, vector=4):
     return s, [A, B, C]
 
 
-def elementwise(n=50, vthreads=3):
-    """A stage bound to vthread with nothing shared inside (non-divisible: guards on the vthread)."""
+def elementwise(n=50, vthreads=3, block=16, inside=False):
+    """A stage bound to vthread with nothing shared inside (non-divisible: guards on the vthread);
+    `inside`: the vthread loop inside the thread loop."""
     A = tw.placeholder((n,), "float32", name="A")
     C = tw.compute((n,), lambda i: A[i] * 2 + 1, name="C")
     s = tw.create_schedule(C)
-    bo, rest = s[C].split(C.op.axis[0], factor=16)
+    bo, rest = s[C].split(C.op.axis[0], factor=block)
     v, rest = s[C].split(rest, nparts=vthreads)
     t, _ = s[C].split(rest, nparts=4)
+    if inside:
+        s[C].reorder(t, v)
     s[C].bind(bo, tw.thread_axis("blockIdx.x"))
     s[C].bind(v, tw.thread_axis("vthread"))
     s[C].bind(t, TX)
@@ -158,6 +161,8 @@ CASES = {
     "3x2-non-divisible": lambda: gemm(m=60, n=50, k=30, vy=3, vx=2, vector=1),
     "2x2-non-divisible": lambda: gemm(m=50, n=44, k=24, vy=2, vx=2, vector=2, step=4),
     "elementwise": lambda: elementwise(),
+    "elementwise-vthread-inside": lambda: elementwise(inside=True),
+    "elementwise-20-vthreads": lambda: elementwise(n=300, vthreads=20, block=160),
 }
 
 
