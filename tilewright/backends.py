@@ -65,17 +65,32 @@ class Backend:
                                   f"given a default schedule; write one by hand (s[C].bind(...)) and tw.build it")
 
 
+def _cpu_lower(s, args, name, target: Target):
+    """Lowering for a CPU: no loop may be bound to GPU blocks or threads."""
+    from .ir.stmt_functor import walk_stmt
+    from .lower import lower
+    from .lower.gpu_checks import is_bound, stage_names, top_level
+
+    func = lower(s, args, name)
+    for stmt in top_level(func.body):
+        bound = sorted({f"'{x.var.name}' to {x.thread_tag}" for x in walk_stmt(stmt) if is_bound(x)})
+        if bound:
+            raise TilewrightError(f"stages {stage_names(stmt)} bind loops to GPU blocks or threads "
+                                  f"({', '.join(bound)}); a CPU target has neither: build them for target='cuda' "
+                                  f"or 'opencl', or use parallel/vectorize on a CPU")
+    return func
+
+
 def _cpu() -> Backend:
     from .build import build_library
     from .codegen import generate_c
-    from .lower import lower
     from .runtime import Kernel
     from .space import apply_cpu, cpu_space, default_point, heuristic_points
 
     return Backend(
         kind="cpu", space=cpu_space, apply=apply_cpu, default_point=default_point,
         heuristic_points=heuristic_points,
-        lower=lambda s, args, name, target: lower(s, args, name),
+        lower=_cpu_lower,
         render=lambda func, target: generate_c(func),
         compile=lambda source, target, timeout=300.0: build_library(source.text, target, timeout=timeout),
         load=lambda func, source, artefact, target: Kernel(func, source, artefact, target),

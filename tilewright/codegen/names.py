@@ -44,7 +44,7 @@ class NameTable:
         if base[0].isdigit():
             base = "v" + base
         if _reserved(base):
-            base = "u_" + base.lstrip("_")
+            base = "v_" + base.lstrip("_")  # not u_: BSD headers define u_int, u_char, u_long
         name, n = base, 1
         while name in self._used:
             name, n = f"{base}_{n}", n + 1

@@ -5,8 +5,9 @@ range it can take and the valid range (the reference evaluator rejects the same 
 The proof is interval arithmetic per access, not per element: loop ranges, narrowed by the guards
 that enclose the access (IfThenElse and if_then_else/Select conditions; conjunctions of integer
 comparisons), a guard also bounding an index that differs from it by a linear combination, and a
-case split on the min/max of clamped regions. An index that reads data (a gather) cannot be bounded
-statically and is not checked.
+case split on the min/max of clamped regions. An index that reads data (a gather) may hold anything its
+dtype does, so it must be clamped (min/max) or guarded to be accepted: a kernel never reads outside a
+tensor, whatever the data (tw.evaluate checks the data it is given instead).
 """
 
 from __future__ import annotations
@@ -66,6 +67,8 @@ def _atom_bounds(atom: Expr, ranges: Ranges, facts) -> tuple[int, int] | None:
             if atom.op is BinOp.FLOORDIV:
                 return lo // c, hi // c
             return (lo % c, hi % c) if lo // c == hi // c else (0, c - 1)
+    if isinstance(atom, Load) and atom.dtype.is_int:
+        return atom.dtype.int_range  # a value read from data may be anything its dtype holds
     return const_bounds(atom, ranges)
 
 
@@ -230,9 +233,15 @@ class _Checker:
         if len(indices) != len(buf.shape) or id(buf) not in self.args:
             return  # already flat (a pass ran before us): nothing per axis to say
         for d, (index, n) in enumerate(zip(indices, buf.shape)):
-            if index.dtype.lanes != 1 or any(isinstance(x, Load) for x in walk(index)):
-                continue  # data-dependent or vector: not provable statically
+            if index.dtype.lanes != 1:
+                continue  # vector indices appear only after vectorize, which runs later
             b = self.range_of(index, ranges, facts)
+            gather = any(isinstance(x, Load) for x in walk(index))
+            if gather and (b is None or b[0] < 0 or b[1] >= n):
+                raise LoweringError(
+                    f"{what} at an index read from data: axis {d} index `{index}` cannot be proved inside "
+                    f"[0, {n}); clamp it (tw.max(tw.min(index, {n - 1}), 0)) or guard the read with "
+                    f"tw.if_then_else(0 <= index < {n}, ...), so the kernel cannot read outside the tensor")
             if b is not None and (b[0] < 0 or b[1] >= n):
                 raise LoweringError(
                     f"{what} out of bounds: axis {d} index `{index}` can take values in [{b[0]}, {b[1]}], "

@@ -14,6 +14,7 @@ or bounds depend on a threadIdx variable. No "vthread" loops are left."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from ..errors import LoweringError
 from ..ir.expr import Const, Var
@@ -34,7 +35,7 @@ def map_top_level(body: Stmt, fn: Callable[[Stmt], Stmt]) -> Stmt:
     """`body` with `fn` applied to each top-level statement (below the top-level
     allocations and sequences)."""
     if isinstance(body, Allocate):
-        return Allocate(body.buffer, map_top_level(body.body, fn))
+        return replace(body, body=map_top_level(body.body, fn))
     if isinstance(body, Seq):
         return seq(*[map_top_level(s, fn) for s in body.stmts])
     return fn(body)

@@ -48,6 +48,12 @@ def evaluate(outputs, inputs: Mapping, budget: int = DEFAULT_BUDGET):
     program = collect_program(outputs)
     values = _input_arrays(program, inputs)
     for t in program.stages:
-        values[id(t)] = evaluate_stage(t.op, values, budget)
+        try:
+            values[id(t)] = evaluate_stage(t.op, values, budget)
+        except MemoryError:
+            n = int(np.prod(t.shape, dtype=np.float64))
+            raise EvaluationError(
+                f"'{t.name}' {list(t.shape)} ({n * t.dtype.bytes / 2**30:.2f} GiB) does not fit in memory; the "
+                f"reference holds every stage of the program whole: evaluate a smaller shape") from None
     results = [values[id(t)] for t in program.outputs]
     return results[0] if isinstance(outputs, Tensor) else results

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import re
 import shutil
 from pathlib import Path
@@ -171,9 +172,15 @@ def _comment(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_ .,:=+\-\[\]()]", "?", text).replace("??", "?")
 
 
+MAX_FILE_STEM = 120  # bytes; file systems allow 255, and the header's guard adds a prefix
+
+
 def _identifier(text: str) -> str:
-    """`text` as a C identifier and file name: [A-Za-z0-9_] only."""
+    """`text` as a C identifier and file name: [A-Za-z0-9_] only, and short enough for any file system
+    (a long name keeps its start and a hash of the whole)."""
     name = re.sub(r"[^A-Za-z0-9_]", "_", text) or "kernel"
+    if len(name) > MAX_FILE_STEM:
+        name = name[:MAX_FILE_STEM - 17] + "_" + hashlib.sha256(text.encode()).hexdigest()[:16]
     return "k_" + name if name[0].isdigit() else name
 
 

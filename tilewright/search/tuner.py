@@ -100,6 +100,24 @@ class TuneResult:
         return "\n".join(lines)
 
 
+def _check_options(**options) -> None:
+    """Tuning options: counts are positive ints (or None where optional), the timeout a positive number,
+    the seed a non-negative int."""
+    for name, value in options.items():
+        optional = name in ("batch", "warmup", "early_stop")
+        if value is None and optional:
+            continue
+        if name == "timeout":
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+            want = "a positive number of seconds"
+        else:
+            ok = isinstance(value, int) and not isinstance(value, bool) and value >= (0 if name in (
+                "seed", "warmup") else 1)
+            want = "a non-negative int" if name in ("seed", "warmup") else "a positive int"
+        if not ok:
+            raise TilewrightError(f"tune: {name} must be {want}{' or None' if optional else ''}, got {value!r}")
+
+
 def _split_args(tensors) -> tuple[list, list]:
     if isinstance(tensors, Tensor):
         tensors = [tensors]
@@ -138,6 +156,7 @@ def run_tuning(backend, tensors, tgt, trials: int = 200, method: str = "q", time
     `from_default=False` leaves them out (to compare search methods from
     scratch, as FlexTensor's Figure 7 does)."""
     args, outputs = _split_args(tensors)
+    _check_options(trials=trials, timeout=timeout, seed=seed, batch=batch, warmup=warmup, early_stop=early_stop)
     backend.require_space()
     space, plan = backend.space(outputs, tgt)
     strategy = make_strategy(method, space, seed)
@@ -146,8 +165,12 @@ def run_tuning(backend, tensors, tgt, trials: int = 200, method: str = "q", time
     run_id = uuid.uuid4().hex[:12]
     description = f"{plan.main.name} {list(plan.main.tensor.shape)} {plan.main.tensor.dtype}"
     log_path = Path(log) if log else cache_dir() / "logs" / f"tune-{run_id}.log"
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    logf = open(log_path, "a")
+    try:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        logf = open(log_path, "a")
+    except OSError as exc:
+        raise TilewrightError(f"cannot write the tuning log {log_path}: {exc}; pass log= a writable file or set "
+                              f"TILEWRIGHT_CACHE_DIR to a writable directory") from None
     batch = batch or max(2, tgt.cores * 2)
     warmup = min(trials // 5, 20) if warmup is None else warmup
     early_stop = early_stop or max(60, trials // 2)
