@@ -138,10 +138,11 @@ class ProgramGen:
         if op in ("//c", "%c"):
             k = rng.choice([-5, -3, -2, -1, 2, 3, 4, 7])
             return (a // k, ba, False) if op == "//c" else (a % k, abs(k), False)
-        if op == "//":
-            return a // c, ba, False  # c may be zero: x // 0 == 0
-        if op == "%":
-            return a % c, max(ba, bc), False  # x % 0 == x
+        if op in ("//", "%"):
+            try:  # c may be zero in the data (x // 0 == 0, x % 0 == x), but not a constant zero:
+                return (a // c, ba, False) if op == "//" else (a % c, max(ba, bc), False)
+            except tw.ExprError:  # a divisor that folds to the constant 0 is refused at construction
+                return a - c, ba + bc, False
         width = 1 << int(max(ba, bc)).bit_length()
         if not self.fits(width * 2):
             return a - c, ba + bc, False

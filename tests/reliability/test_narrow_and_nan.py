@@ -49,3 +49,13 @@ def test_a_max_reduction_over_a_nan_is_nan():
     got = np.zeros(1, "float32")
     tw.build(tw.create_schedule(R), [A, R])(a, got)
     assert np.isnan(got[0]) and np.isnan(tw.evaluate(R, {A: a})[0])
+
+
+def test_a_float32_round_trip_inside_float64_code_rounds():
+    """GCC 12's SLP vectorizer dropped (double)(float)x in this loop (found by the fuzzer)."""
+    A = tw.placeholder((6,), "float64", name="A")
+    S = tw.compute((6,), lambda i: A[5 - i] * tw.cast(tw.cast(A[i], "float32"), "float64"), name="S")
+    a = np.array([0.1, 0.7, -0.3, 0.123456789, 0.5, -0.9])
+    got = np.zeros(6)
+    tw.build(tw.create_schedule(S), [A, S])(a, got)
+    np.testing.assert_array_equal(got, a[::-1] * a.astype(np.float32).astype(np.float64))
