@@ -26,16 +26,19 @@ import numpy as np
 import tilewright as tw
 
 
-def gemm(n: int):
-    A = tw.placeholder((n, n), "float32", name="A")
-    B = tw.placeholder((n, n), "float32", name="B")
-    k = tw.reduce_axis(n, name="k")
-    C = tw.compute((n, n), lambda i, j: tw.sum(A[i, k] * B[k, j], axis=k), name="C")
+def gemm(m: int, n: int | None = None, k: int | None = None):
+    n, k = n or m, k or m
+    A = tw.placeholder((m, k), "float32", name="A")
+    B = tw.placeholder((k, n), "float32", name="B")
+    r = tw.reduce_axis(k, name="k")
+    C = tw.compute((m, n), lambda i, j: tw.sum(A[i, r] * B[r, j], axis=r), name="C")
     return A, B, C
 
 
-def schedule_gemm(A, B, C, block: int = 128, threads: int = 16, vthreads: int = 2, step: int = 8,
+def schedule_gemm(A, B, C, block: int = 128, threads: int = 16, vthreads: int | tuple = 2, step: int = 8,
                   vector: int = 4):
+    """`vthreads`: virtual threads per axis (an int for both, or (rows, cols); 1 = none)."""
+    vy_n, vx_n = (vthreads, vthreads) if isinstance(vthreads, int) else vthreads
     s = tw.create_schedule(C)
     AA, BB = s.cache_read(A, "shared", [s[C]]), s.cache_read(B, "shared", [s[C]])
     AL, BL = s.cache_read(AA, "local", [s[C]]), s.cache_read(BB, "local", [s[C]])
@@ -45,15 +48,17 @@ def schedule_gemm(A, B, C, block: int = 128, threads: int = 16, vthreads: int = 
     by, yi = s[C].split(C.op.axis[0], factor=block)
     bx, xi = s[C].split(C.op.axis[1], factor=block)
     s[C].reorder(by, bx, yi, xi)
-    vy, yi = s[C].split(yi, nparts=vthreads)
+    vy, yi = s[C].split(yi, nparts=vy_n)
     ty_c, yi = s[C].split(yi, nparts=threads)
-    vx, xi = s[C].split(xi, nparts=vthreads)
+    vx, xi = s[C].split(xi, nparts=vx_n)
     tx_c, xi = s[C].split(xi, nparts=threads)
     s[C].reorder(vy, vx, ty_c, tx_c, yi, xi)
     s[C].bind(by, tw.thread_axis("blockIdx.y"))
     s[C].bind(bx, tw.thread_axis("blockIdx.x"))
-    s[C].bind(vy, tw.thread_axis("vthread", name="vy"))
-    s[C].bind(vx, tw.thread_axis("vthread", name="vx"))
+    if vy_n > 1:
+        s[C].bind(vy, tw.thread_axis("vthread", name="vy"))
+    if vx_n > 1:
+        s[C].bind(vx, tw.thread_axis("vthread", name="vx"))
     s[C].bind(ty_c, ty)
     s[C].bind(tx_c, tx)
 
@@ -72,7 +77,8 @@ def schedule_gemm(A, B, C, block: int = 128, threads: int = 16, vthreads: int = 
         _, t_y = s[T].split(rest, factor=threads)
         s[T].bind(t_y, ty)
         s[T].bind(t_x, tx)
-        s[T].vectorize(vec)
+        if vector > 1:
+            s[T].vectorize(vec)
     return s
 
 

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from gpu_gemm import gemm_schedule as lesson_gemm
 
 import tilewright as tw
 from tilewright.backends import backend_for
@@ -38,46 +39,8 @@ def run_and_check(tensors, kernel):
     np.testing.assert_allclose(out, tw.evaluate(tensors[-1], dict(zip(tensors[:-1], ins))), rtol=1e-4, atol=1e-4)
 
 
-def gemm_schedule(n=128, block=32, threads=4, vthreads=2):
-    """TVM's GPU GEMM: shared tiles fetched by all threads of a block, a register tile per thread."""
-    A = tw.placeholder((n, n), "float32", name="A")
-    B = tw.placeholder((n, n), "float32", name="B")
-    k = tw.reduce_axis(n, name="k")
-    C = tw.compute((n, n), lambda i, j: tw.sum(A[i, k] * B[k, j], axis=k), name="C")
-    s = tw.create_schedule(C)
-    AA, BB = s.cache_read(A, "shared", [s[C]]), s.cache_read(B, "shared", [s[C]])
-    AL, BL = s.cache_read(AA, "local", [s[C]]), s.cache_read(BB, "local", [s[C]])
-    CC = s.cache_write(C, "local")
-    tx, ty = tw.thread_axis("threadIdx.x"), tw.thread_axis("threadIdx.y")
-    by, yi = s[C].split(C.op.axis[0], factor=block)
-    bx, xi = s[C].split(C.op.axis[1], factor=block)
-    s[C].reorder(by, bx, yi, xi)
-    vy, yi = s[C].split(yi, nparts=vthreads)
-    ty_, yi = s[C].split(yi, nparts=threads)
-    vx, xi = s[C].split(xi, nparts=vthreads)
-    tx_, xi = s[C].split(xi, nparts=threads)
-    s[C].reorder(vy, vx, ty_, tx_, yi, xi)
-    s[C].bind(by, tw.thread_axis("blockIdx.y"))
-    s[C].bind(bx, tw.thread_axis("blockIdx.x"))
-    s[C].bind(vy, tw.thread_axis("vthread", name="vy"))
-    s[C].bind(vx, tw.thread_axis("vthread", name="vx"))
-    s[C].bind(ty_, ty)
-    s[C].bind(tx_, tx)
-    s[CC].compute_at(s[C], tx_)
-    ko, ki = s[CC].split(s[CC].op.reduce_axis[0], factor=8)
-    s[CC].reorder(ko, ki, *s[CC].op.axis)
-    for T in (AA, BB):
-        s[T].compute_at(s[CC], ko)
-    for T in (AL, BL):
-        s[T].compute_at(s[CC], ki)
-    for T in (AA, BB):
-        a0, a1 = s[T].op.axis
-        t0, a0 = s[T].split(a0, nparts=threads)
-        t1, a1 = s[T].split(a1, nparts=threads)
-        s[T].reorder(t0, t1, a0, a1)
-        s[T].bind(t0, ty)
-        s[T].bind(t1, tx)
-    return s, [A, B, C]
+def gemm_schedule():
+    return lesson_gemm(128, block=32, threads=4, vthreads=2)
 
 
 @needs_opencl

@@ -10,10 +10,9 @@ import importlib.util
 import re
 import shutil
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from gpu_gemm import gemm_schedule, lesson
 from oracle import check_kernel
 
 import tilewright as tw
@@ -28,46 +27,7 @@ TX, TY = tw.thread_axis("threadIdx.x"), tw.thread_axis("threadIdx.y")
 def gemm(m=64, n=64, k=32, block=32, threads=4, vy=2, vx=2, step=8, vector=4):
     """examples/03's schedule with vthreads per axis (1: none) and any shapes: shared panels fetched
     cooperatively with vector loads, local fragments and a local register tile per thread."""
-    A = tw.placeholder((m, k), "float32", name="A")
-    B = tw.placeholder((k, n), "float32", name="B")
-    r = tw.reduce_axis(k, name="k")
-    C = tw.compute((m, n), lambda i, j: tw.sum(A[i, r] * B[r, j], axis=r), name="C")
-    s = tw.create_schedule(C)
-    AA, BB = s.cache_read(A, "shared", [s[C]]), s.cache_read(B, "shared", [s[C]])
-    AL, BL = s.cache_read(AA, "local", [s[C]]), s.cache_read(BB, "local", [s[C]])
-    CC = s.cache_write(C, "local")
-    by, yi = s[C].split(C.op.axis[0], factor=block)
-    bx, xi = s[C].split(C.op.axis[1], factor=block)
-    s[C].reorder(by, bx, yi, xi)
-    vty, yi = s[C].split(yi, nparts=vy)
-    ty, yi = s[C].split(yi, nparts=threads)
-    vtx, xi = s[C].split(xi, nparts=vx)
-    tx, xi = s[C].split(xi, nparts=threads)
-    s[C].reorder(vty, vtx, ty, tx, yi, xi)
-    s[C].bind(by, tw.thread_axis("blockIdx.y"))
-    s[C].bind(bx, tw.thread_axis("blockIdx.x"))
-    if vy > 1:
-        s[C].bind(vty, tw.thread_axis("vthread", name="vy"))
-    if vx > 1:
-        s[C].bind(vtx, tw.thread_axis("vthread", name="vx"))
-    s[C].bind(ty, TY)
-    s[C].bind(tx, TX)
-    s[CC].compute_at(s[C], tx)
-    ko, ki = s[CC].split(s[CC].op.reduce_axis[0], factor=step)
-    s[CC].reorder(ko, ki, *s[CC].op.axis)
-    for T in (AA, BB):
-        s[T].compute_at(s[CC], ko)
-    for T in (AL, BL):
-        s[T].compute_at(s[CC], ki)
-    for T in (AA, BB):
-        rest, vec = s[T].split(s[T].fuse(*s[T].op.axis), factor=vector)
-        rest, t_x = s[T].split(rest, factor=threads)
-        _, t_y = s[T].split(rest, factor=threads)
-        s[T].bind(t_y, TY)
-        s[T].bind(t_x, TX)
-        if vector > 1:
-            s[T].vectorize(vec)
-    return s, [A, B, C]
+    return gemm_schedule(m, n, k, block=block, threads=threads, vthreads=(vy, vx), step=step, vector=vector)
 
 
 def elementwise(n=50, vthreads=3, block=16, inside=False):
@@ -176,27 +136,18 @@ def test_opencl_matches_reference(case, rng):
 @needs_opencl
 @pytest.mark.parametrize("n", [64, 128, 256])
 def test_example_schedule_on_opencl(n, rng):
-    ex = _example()
+    ex = lesson
     A, B, C = ex.gemm(n)
     big = n == 256  # block 128, 16x16 threads, 2x2 vthreads, step 8: 256 work-items fit PoCL
     s = ex.schedule_gemm(A, B, C) if big else ex.schedule_gemm(A, B, C, block=32, threads=4)
     check_kernel(s, [A, B, C], rng, kernel=tw.build(s, [A, B, C], target="opencl"))
 
 
-def _example():
-    root = Path(__file__).resolve().parents[2] / "examples"
-    sys.path.insert(0, str(root))
-    try:
-        return importlib.import_module("03_gemm_on_gpu")
-    finally:
-        sys.path.remove(str(root))
-
-
 # ---- the 4096 GEMM for sm_90 -------------------------------------------------------------------------------
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
 def test_example_4096_compiles_to_a_register_tile(tmp_path):
-    ex = _example()
+    ex = lesson
     A, B, C = ex.gemm(4096)
     kernel = tw.build(ex.schedule_gemm(A, B, C), [A, B, C], target="cuda -arch=sm_90")
     src = kernel.source
