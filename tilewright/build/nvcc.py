@@ -4,14 +4,13 @@ is absent; cached by a content hash of (source, arch, compiler, flags)."""
 
 from __future__ import annotations
 
-import functools
 import re
-import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import BuildError
+from ..targets.gpu import cuda_compiler
 from .artefact_cache import cached_dir, content_key, publish, staging_dir
 
 # Accurate math (no --use_fast_math): results are checked against the NumPy reference.
@@ -30,32 +29,9 @@ class CudaBinary:
     cached: bool
 
 
-@functools.lru_cache(maxsize=1)
-def nvcc_version() -> str | None:
-    nvcc = shutil.which("nvcc")
-    if nvcc is None:
-        return None
-    try:
-        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    m = re.search(r"V(\d+\.\d+\.\d+)", out)
-    return f"nvcc {m.group(1) if m else 'unknown'}"
-
-
-def _nvrtc():
-    try:
-        from cuda.bindings import nvrtc
-
-        err, major, minor = nvrtc.nvrtcVersion()
-        return nvrtc, f"nvrtc {major}.{minor}"
-    except Exception:  # bindings missing or libnvrtc not found
-        return None, None
-
-
 def compiler_available() -> str | None:
     """The CUDA compiler this module would use ("nvcc 13.0.88" / "nvrtc 13.0"), or None."""
-    return nvcc_version() or _nvrtc()[1]
+    return cuda_compiler()
 
 
 def compile_cuda(source: str, arch: str = "sm_90", timeout: float = 300.0) -> CudaBinary:
@@ -106,7 +82,7 @@ def _run_nvcc(d: Path, arch: str, timeout: float) -> None:
 
 
 def _run_nvrtc(d: Path, source: str, arch: str) -> None:
-    nvrtc, _ = _nvrtc()
+    from cuda.bindings import nvrtc
 
     def ok(result, what):
         err, *rest = result
@@ -133,4 +109,4 @@ def _run_nvrtc(d: Path, source: str, arch: str) -> None:
     (d / "kernel.cubin").write_bytes(cubin)
 
 
-__all__ = ["CudaBinary", "compile_cuda", "compiler_available", "nvcc_version"]
+__all__ = ["CudaBinary", "compile_cuda", "compiler_available"]

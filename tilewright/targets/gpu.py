@@ -5,6 +5,7 @@ the vendor bindings lazily and returns None when there is no device."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from ..errors import TilewrightError
@@ -61,7 +62,7 @@ def cuda_preset(arch: str) -> GpuFacts:
     return GpuFacts(api="cuda", vendor="NVIDIA", arch=arch, max_threads_per_block=1024,
                     max_block_dims=(1024, 1024, 64), warp_size=32, shared_mem_per_block=48 * _KIB,
                     regs_per_thread=255, regs_per_sm=65536, driver_version="none",
-                    compiler_version=_nvcc_version(), **p)
+                    compiler_version=cuda_compiler() or "none", **p)
 
 
 def detect_cuda(device: int = 0) -> GpuFacts | None:
@@ -110,12 +111,14 @@ def _query_cuda(cu, device: int) -> GpuFacts | None:
         regs_per_thread=255, regs_per_sm=attr("CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR"),
         l2_bytes=attr("CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE"), clock_khz=attr("CU_DEVICE_ATTRIBUTE_CLOCK_RATE"),
         mem_clock_khz=attr("CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE"),
-        driver_version=f"{driver // 1000}.{driver % 1000 // 10}", compiler_version=_nvcc_version(),
+        driver_version=f"{driver // 1000}.{driver % 1000 // 10}", compiler_version=cuda_compiler() or "none",
     )
 
 
-def _nvcc_version() -> str:
-    """`nvcc --version`'s release ("13.0.88"), or "none"; NVRTC's when nvcc is absent."""
+@functools.cache
+def cuda_compiler() -> str | None:
+    """The CUDA compiler builds use: `nvcc --version`'s release ("nvcc 13.0.88"), else NVRTC's
+    ("nvrtc 13.0") when cuda-bindings can load it, else None. Part of a CUDA target's fingerprint."""
     import re
     import shutil
     import subprocess
@@ -123,10 +126,9 @@ def _nvcc_version() -> str:
     nvcc = shutil.which("nvcc")
     if nvcc:
         try:
-            out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=30).stdout
+            out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60).stdout
             m = re.search(r"V(\d+\.\d+\.\d+)", out)
-            if m:
-                return "nvcc " + m.group(1)
+            return f"nvcc {m.group(1) if m else 'unknown'}"
         except (OSError, subprocess.SubprocessError):
             pass
     try:
@@ -134,8 +136,8 @@ def _nvcc_version() -> str:
 
         _, major, minor = nvrtc.nvrtcVersion()
         return f"nvrtc {major}.{minor}"
-    except Exception:
-        return "none"
+    except Exception:  # bindings missing or libnvrtc not found
+        return None
 
 
 def detect_opencl(platform: int | None = None, device: int | None = None) -> GpuFacts | None:
