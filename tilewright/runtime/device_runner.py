@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 import sys
 
 import numpy as np
 
-from .runner import check
-
-MIN_COST_S = 1e-7
+from .runner import check, load_data, timed_reply
 
 
 def _answer(loader, path: str, arrays: list, outs: list, expected: list, config: dict, req: dict) -> dict:
@@ -30,22 +27,16 @@ def _answer(loader, path: str, arrays: list, outs: list, expected: list, config:
     bad = check(outs, expected, config["tolerances"])
     if bad:
         return {"status": "wrong_result", "message": bad}
-    once = max(kernel.time(*arrays, number=1, repeat=1).median, MIN_COST_S)
-    if req.get("cutoff") is not None and once > req["cutoff"]:
-        return {"status": "ok", "costs": [once]}  # far off the best: one time ranks it
-    number = max(1, int(req["min_repeat_ms"] / 1e3 / once))
-    return {"status": "ok", "costs": list(kernel.time(*arrays, number=number, repeat=req["repeat"]).samples)}
+    return timed_reply(lambda number: kernel.time(*arrays, number=number, repeat=1).median, req)
 
 
 def serve(stdin, stdout) -> None:
     config = json.loads(stdin.readline())
-    d, n_in = config["data_dir"], config["n_inputs"]
-    arrays = [np.load(os.path.join(d, f"arg{n}.npy")) for n in range(n_in + len(config["tolerances"]))]
-    expected = [np.load(os.path.join(d, f"ref{n}.npy")) for n in range(len(config["tolerances"]))]
+    arrays, expected = load_data(config)
     loader = importlib.import_module(config["loader"]).load_exported
     for line in stdin:
         req = json.loads(line)
-        reply = _answer(loader, req["library"], arrays, arrays[n_in:], expected, config, req)
+        reply = _answer(loader, req["library"], arrays, arrays[config["n_inputs"]:], expected, config, req)
         stdout.write(json.dumps(reply) + "\n")
         stdout.flush()
         if reply["status"] == "runtime":  # a faulted kernel may leave the device context unusable

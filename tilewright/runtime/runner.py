@@ -12,6 +12,8 @@ import sys
 
 import numpy as np
 
+MIN_COST_S = 1e-7  # a time below the clock's resolution still ranks, and never divides by zero
+
 
 def check(outs, expected, tolerances) -> str | None:
     """Why the outputs differ from the reference, or None. Integers must be equal;
@@ -52,12 +54,27 @@ def unusable_reference(ref) -> str | None:
     return f"all {w.size} of its elements are NaN or infinite ({int(np.isnan(w).sum())} NaN)"
 
 
+def load_data(config: dict) -> tuple[list, list]:
+    """The measurer's arrays (inputs, then outputs) and reference outputs, from its data directory."""
+    d, n_in, n_out = config["data_dir"], config["n_inputs"], len(config["tolerances"])
+    arrays = [np.load(os.path.join(d, f"arg{n}.npy")) for n in range(n_in + n_out)]
+    return arrays, [np.load(os.path.join(d, f"ref{n}.npy")) for n in range(n_out)]
+
+
+def timed_reply(seconds_per_call, req: dict) -> dict:
+    """Time a checked kernel: `seconds_per_call(number)` runs it `number` times back to back. A kernel
+    far slower than the best so far (req["cutoff"]) is timed once: that time already ranks it."""
+    once = max(seconds_per_call(1), MIN_COST_S)
+    if req.get("cutoff") is not None and once > req["cutoff"]:
+        return {"status": "ok", "costs": [once]}
+    number = max(1, int(req["min_repeat_ms"] / 1e3 / once))
+    return {"status": "ok", "costs": [seconds_per_call(number) for _ in range(req["repeat"])]}
+
+
 def serve(stdin, stdout) -> None:
     config = json.loads(stdin.readline())
-    d, n_in = config["data_dir"], config["n_inputs"]
-    tolerances = config["tolerances"]
-    arrays = [np.load(os.path.join(d, f"arg{n}.npy")) for n in range(n_in + len(tolerances))]
-    expected = [np.load(os.path.join(d, f"ref{n}.npy")) for n in range(len(tolerances))]
+    n_in, tolerances = config["n_inputs"], config["tolerances"]
+    arrays, expected = load_data(config)
     outs = arrays[n_in:]
     ptrs = (ctypes.c_void_p * len(arrays))(*[a.ctypes.data for a in arrays])
     for line in stdin:
@@ -87,12 +104,7 @@ def serve(stdin, stdout) -> None:
             if bad:
                 reply = {"status": "wrong_result", "message": bad}
             else:
-                once = max(lib.tw_time(ptrs, 1), 1e-7)
-                if req.get("cutoff") is not None and once > req["cutoff"]:
-                    reply = {"status": "ok", "costs": [once]}  # far off the best: one time ranks it
-                else:
-                    number = max(1, int(req["min_repeat_ms"] / 1e3 / once))
-                    reply = {"status": "ok", "costs": [lib.tw_time(ptrs, number) for _ in range(req["repeat"])]}
+                reply = timed_reply(lambda number, lib=lib: lib.tw_time(ptrs, number), req)
         stdout.write(json.dumps(reply) + "\n")
         stdout.flush()
 
