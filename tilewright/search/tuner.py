@@ -188,6 +188,7 @@ def run_tuning(backend, tensors, tgt, trials: int = 200, method: str = "q", time
     start = time.perf_counter()
     default = backend.default_point(space, plan)
     last_gain = 0
+    default_times: list[float] = []  # every time this run takes of the default point
     n_errors = 0
     with Measurer(outputs, args, tgt, backend, timeout=timeout, seed=seed) as measurer:
         if default in strategy.costs:
@@ -215,6 +216,7 @@ def run_tuning(backend, tensors, tgt, trials: int = 200, method: str = "q", time
                 if p == default:
                     result.default_cost = cost
                     measurer.baseline = cost  # later timeouts scale with the default's time
+                    default_times.extend(m.costs if m.ok else ())
                 if cost < result.best_cost:
                     result.best_point, result.best_cost = p, cost
                     last_gain = len(result.history)
@@ -233,7 +235,7 @@ def run_tuning(backend, tensors, tgt, trials: int = 200, method: str = "q", time
                 logf.write(f"early stop: no improvement in {early_stop} trials\n")
                 break
         _retime_finalists(result, store, tkey, measurer, lambda p, s, m: _record(
-            store, wkey, tkey, p, s, m, method, seed, run_id, description), logf, default)
+            store, wkey, tkey, p, s, m, method, seed, run_id, description), logf, default, default_times)
     bar.done()
     logf.close()
     if result.best_point is None and strategy.best[0] is not None:  # all from records
@@ -246,10 +248,12 @@ def run_tuning(backend, tensors, tgt, trials: int = 200, method: str = "q", time
 FINALISTS, FINAL_ROUNDS = 3, 2
 
 
-def _retime_finalists(result: TuneResult, store: Records, tkey: str, measurer, record, logf, default) -> None:
+def _retime_finalists(result: TuneResult, store: Records, tkey: str, measurer, record, logf, default,
+                      default_times: list) -> None:
     """Time the best few points of the records, and the default, again and take the best
-    of the records' per-point medians (`Records.best`), so the run and later builds agree.
-    The default's cost becomes its median too: tuned and untuned are compared like with like."""
+    of the records' per-point medians (`Records.best`: the median of every time of a point),
+    so the run and later builds agree. The default's cost becomes the median of every time
+    this run took of it, the same statistic: tuned and untuned are compared like with like."""
     def ranked():
         for r in store.best(result.workload, tkey, k=FINALISTS):
             p = _valid_point(r, result.space)
@@ -262,14 +266,13 @@ def _retime_finalists(result: TuneResult, store: Records, tkey: str, measurer, r
     if len(finalists) < 2:
         return
     schedules = _instantiate(result.backend, result.outputs, result.plan, finalists)
-    default_costs = [result.default_cost] if math.isfinite(result.default_cost) else []
     for _ in range(FINAL_ROUNDS):
         for p, m in zip(finalists, measurer.measure(
                 schedules, on_result=lambda i, m: record(finalists[i], schedules[i], m))):
             if p == default and m.ok:
-                default_costs.append(m.cost)
-    if default_costs:  # this run's times of the default, not older runs' records of it
-        result.default_cost = median(default_costs)
+                default_times.extend(m.costs)
+    if default_times:  # this run's times of the default, not older runs' records of it
+        result.default_cost = median(default_times)
     now = list(ranked())
     for _, r in now:
         logf.write(f"finalist\t{r.cost:.6g} (median record)\t{r.point}\n")
