@@ -98,10 +98,11 @@ def cmd_bench(args) -> int:
     def split(v):
         return [x.strip() for x in v.split(",") if x.strip()] if v else None
 
-    result = run_suite(ops=split(args.ops), cases=split(args.cases), trials=args.trials, threads=args.threads,
+    ops = ["R50"] if args.suite == "resnet50" else split(args.ops)
+    result = run_suite(ops=ops, cases=split(args.cases), trials=args.trials, threads=args.threads,
                        out=args.out, records=args.records, method=args.method, reuse=args.reuse,
-                       progress=sys.stderr.isatty())
-    print(f"wrote {args.out}/flextensor.json, .md and .png")
+                       progress=sys.stderr.isatty(), isa=args.isa, name=args.suite)
+    print(f"wrote {args.out}/{args.suite}.json, .md and .png")
     return 1 if result["failures"] else 0
 
 
@@ -122,15 +123,18 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--records", help="SQLite record file (default: the user cache dir)")
     t.set_defaults(fn=cmd_tune)
     b = sub.add_parser("bench", help="benchmark a suite against PyTorch")
-    b.add_argument("suite", choices=["flextensor"])
-    b.add_argument("--ops", help="comma-separated suite operators (default: all with a PyTorch baseline)")
+    b.add_argument("suite", choices=["flextensor", "resnet50"])
+    b.add_argument("--ops", help="comma-separated suite operators (default: all with a PyTorch baseline; "
+                                 "resnet50: its conv layers)")
+    b.add_argument("--isa", default="native", help="restrict our kernels to an ISA level (avx2 on an AVX-512 "
+                                                  "host); PyTorch is not restricted")
     b.add_argument("--cases", help="comma-separated case names (default: every case of the chosen operators)")
     b.add_argument("--trials", type=int, default=300)
     b.add_argument("--threads", type=int, help="threads for us and PyTorch (default: all cores)")
     b.add_argument("--method", default="q", choices=["q", "p", "random"])
     b.add_argument("--records", help="SQLite record file (default: the user cache dir)")
     b.add_argument("--reuse", action="store_true", help="skip tuning where the records already hold the case")
-    b.add_argument("--out", default="results", help="directory for flextensor.json/.md/.png")
+    b.add_argument("--out", default="results", help="directory for <suite>.json/.md/.png")
     b.set_defaults(fn=cmd_bench)
     r = sub.add_parser("records", help="list, show, export or import tuning records")
     r.add_argument("action", choices=["list", "show", "export", "import"])

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from tilewright.bench.flextensor import geomean, tables
+from tilewright.bench.report import geomean, network_row, summary, tables
 from tilewright.cli import main
 
 
@@ -46,7 +46,39 @@ def test_geomean_and_table_goals():
 
     class Row:
         op, case, flops, bytes, tilewright_s, torch_s, torch_layout = "DEP", "mbv2_dw_0", 2e9, 1e6, 1e-3, 1.5e-3, "NCHW"
-        speedup = 1.5
+        speedup, count, default_s = 1.5, 1, 1.2e-3
 
     text = "\n".join(tables([Row()], peak=100.0))
     assert "1.50x" in text and "goal >= 2.0: NOT met" in text
+    assert "within 1.3x of the tuned kernel: 1/1" in text
+
+
+def _layer(case, ours, torch, count, default):
+    class Row:
+        op, flops, bytes, torch_layout = "R50", 1e9, 1e6, "NCHW"
+    r = Row()
+    r.case, r.tilewright_s, r.torch_s, r.count, r.default_s = case, ours, torch, count, default
+    r.speedup = torch / ours
+    return r
+
+
+def test_network_row_weights_layers_by_their_count():
+    rows = [_layer("a", 1e-3, 2e-3, 3, 1.1e-3), _layer("b", 4e-3, 2e-3, 1, 8e-3)]
+    ours, torch = network_row(rows)
+    assert ours == pytest.approx(7e-3) and torch == pytest.approx(8e-3)
+    text = "\n".join(summary(rows))
+    assert "| R50 | 2 | 1.00x | >= 1.1 | 1.14x | 1/2 |" in text
+    assert network_row([_layer("a", 1e-3, 2e-3, 1, None)]) is None  # not a network: every count 1
+
+
+def test_resnet50_driver_runs_one_layer(tmp_path):
+    pytest.importorskip("torch")
+    out = tmp_path / "results"
+    rc = main(["bench", "resnet50", "--cases", "l4_expand", "--trials", "2",
+               "--records", str(tmp_path / "records.db"), "--out", str(out)])
+    assert rc == 0
+    doc = json.loads((out / "resnet50.json").read_text())
+    (case,) = doc["cases"]
+    assert case["op"] == "R50" and case["case"] == "l4_expand" and case["count"] == 3
+    assert case["default_s"] > 0 and case["torch_s"] > 0 and doc["rounds"] >= 3
+    assert "ResNet-50" in (out / "resnet50.md").read_text()

@@ -1,5 +1,6 @@
 """Benchmark drivers behind `tilewright bench`: the FlexTensor suite against
-PyTorch (`flextensor`). Imports everything below it; nothing imports it."""
+PyTorch (`flextensor`) and ResNet-50's convolution layers (`resnet50`, the suite
+operator "R50"), reported by `report`. Imports everything below it; nothing imports it."""
 
 from .flextensor import run_suite
 

@@ -6,13 +6,12 @@ where it has the operator, in the same process run with the same threads.
 Timing: medians of repeated calls, ours and the baselines in alternating
 rounds, each after the others' thread pools have gone idle (`timing.py`). Our time includes every stage of the
 program (padding, packing of activations and weights) on every call; PyTorch
-eager re-packs conv weights on every call too, so neither side packs ahead."""
+eager re-packs conv weights on every call too, so neither side packs ahead.
+The tuned kernel's time is re-measured here (never the best of the tuning
+measurements), and so is the untuned default's, in the same rounds."""
 
 from __future__ import annotations
 
-import json
-import math
-import platform
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,14 +26,16 @@ from ..records import Records
 from ..reference import evaluate
 from ..runtime.peak import fp32_peak_gflops, measure_fp32_peak_gflops
 from ..targets import as_target
-from ..workloads import suite
+from ..workloads import suite, suite_case
 from ..workloads.baselines import torch_variants
 from ..workloads.builders import suite_program
+from .report import write
 from .timing import alternating_medians, median_seconds
 
+KERNEL_REPEAT = 3  # timings per round of each side
+SUITE_TITLES = {"flextensor": "FlexTensor suite", "resnet50": "ResNet-50 convolution layers (batch 1)"}
+
 DEFAULT_OPS = ("C2D", "DEP", "GRP", "DIL", "T2D", "T3D", "C3D", "C1D", "T1D", "GEMM", "GEMV", "BIL")
-GOALS = {"C2D": 1.0, "DEP": 2.0, "GRP": 2.0, "DIL": 1.0, "T2D": 1.0, "T3D": 1.0, "C3D": 1.0, "C1D": 1.0,
-         "T1D": 1.0, "GEMM": 0.9, "GEMV": 0.9, "BIL": 0.9}
 
 
 @dataclass
@@ -49,8 +50,9 @@ class CaseResult:
     torch_s: float | None = None
     torch_layout: str | None = None
     numpy_s: float | None = None
-    default_s: float | None = None
+    default_s: float | None = None  # the untuned default, re-timed in the same rounds
     errors: dict = field(default_factory=dict)
+    count: int = 1  # occurrences in its network (ResNet-50 layers), 1 elsewhere
 
     @property
     def speedup(self) -> float | None:
@@ -63,37 +65,52 @@ def _numpy_variant(op: str, arrays: list[np.ndarray]):
     return None
 
 
-def run_case(op: str, case: str, trials: int, threads: int, records: Records, method: str = "q",
-             reuse: bool = False, seed: int = 0, progress: bool = False) -> CaseResult:
-    tensors = suite_program(op, case)
-    target = as_target("cpu")
-    if threads != target.cores:  # another fingerprint: records of one thread count never serve another
+def _checked(kernel, tensors, ins, want, what: str, op: str, case: str) -> float:
+    """Run `kernel` once on `ins` and return its max relative error against `want`; a wrong kernel is
+    an error, never a timing."""
+    got = np.zeros(tensors[-1].shape, tensors[-1].dtype.name)
+    kernel(*ins, got)
+    err = float(np.abs(got - want).max() / max(float(np.abs(want).max()), 1e-30))
+    if not err <= 1e-4:
+        raise TilewrightError(f"{op} {case}: the {what} kernel disagrees with the reference "
+                              f"(max relative error {err:.2e}); not timed")
+    return err
+
+
+def bench_target(threads: int | None = None, isa: str = "native"):
+    """The host as a CPU target restricted to `isa` (e.g. "avx2" on an AVX-512 host), using `threads`."""
+    target = as_target("cpu").with_isa(isa)
+    if threads and threads != target.cores:  # another fingerprint: one thread count's records never serve another
         target = target.with_cores(threads)
-    outputs = tensors[-1:]
+    return target
+
+
+def run_case(op: str, case: str, trials: int, threads: int, records: Records, method: str = "q",
+             reuse: bool = False, seed: int = 0, progress: bool = False, isa: str = "native") -> CaseResult:
+    from ..api import build as build_kernel
     from ..analysis.workload import workload_key
 
+    tensors = suite_program(op, case)
+    target = bench_target(threads, isa)
+    outputs = tensors[-1:]
     known = records.best(workload_key(outputs), target.key, k=1) if reuse else []
-    errors, default_s, tuned = {}, None, 0
+    errors, tuned = {}, 0
     if known:
-        from ..api import build as build_kernel
-
         with records:  # the best record of this workload and target
             kernel = build_kernel(tensors, target=target)
     else:
         result = tune(tensors, target=target, trials=trials, method=method, seed=seed, records=records,
                       progress=progress)
         kernel, errors, tuned = result.build(), result.errors, len(result.history)
-        default_s = result.default_cost if math.isfinite(result.default_cost) else None
+    default = build_kernel(tensors, target=target)  # no records active: the untuned default
     rng = np.random.default_rng(seed)
     ins = [rng.standard_normal(t.shape).astype(t.dtype.name) for t in tensors[:-1]]
-    got = np.zeros(tensors[-1].shape, tensors[-1].dtype.name)
-    kernel(*ins, got)
     want = evaluate(tensors[-1], dict(zip(tensors[:-1], ins)))
-    err = float(np.abs(got - want).max() / max(float(np.abs(want).max()), 1e-30))
-    if not err <= 1e-4:
-        raise TilewrightError(f"{op} {case}: the tuned kernel disagrees with the reference "
-                              f"(max relative error {err:.2e}); not timed")
+    err = _checked(kernel, tensors, ins, want, "tuned", op, case)
+    _checked(default, tensors, ins, want, "default", op, case)
+    got = np.zeros(tensors[-1].shape, tensors[-1].dtype.name)
     kernel.set_num_threads(threads)
+    default.set_num_threads(threads)
     try:
         import torch
 
@@ -104,86 +121,26 @@ def run_case(op: str, case: str, trials: int, threads: int, records: Records, me
     np_fn = _numpy_variant(op, ins)
     if np_fn is not None:
         baselines["numpy"] = np_fn
-    sides = {"ours": lambda: kernel.time(*ins, got, repeat=3).median}
-    sides.update({name: (lambda fn=fn: median_seconds(fn, repeat=3)) for name, fn in baselines.items()})
+    sides = {"ours": lambda: kernel.time(*ins, got, repeat=KERNEL_REPEAT).median,
+             "default": lambda: default.time(*ins, got, repeat=KERNEL_REPEAT).median}
+    sides.update({name: (lambda fn=fn: median_seconds(fn, repeat=KERNEL_REPEAT)) for name, fn in baselines.items()})
     times = alternating_medians(sides)
     graph = analyze(outputs)
     nbytes = sum(int(np.prod(t.shape)) * t.dtype.bytes for t in tensors)
-    row = CaseResult(op, case, graph.flops, nbytes, times.pop("ours"), err, tuned, default_s=default_s,
-                     errors=errors, numpy_s=times.pop("numpy", None))
+    row = CaseResult(op, case, graph.flops, nbytes, times.pop("ours"), err, tuned, default_s=times.pop("default"),
+                     errors=errors, numpy_s=times.pop("numpy", None),
+                     count=int(suite_case(op, case).get("count_in_network", 1)))
     for name, t in times.items():
         if row.torch_s is None or t < row.torch_s:
             row.torch_s, row.torch_layout = t, name.split(":", 1)[1]
     return row
 
 
-def geomean(values: list[float]) -> float | None:
-    vals = [v for v in values if v and v > 0]
-    return math.exp(sum(math.log(v) for v in vals) / len(vals)) if vals else None
-
-
-def tables(rows: list[CaseResult], peak: float) -> list[str]:
-    lines = []
-    for op in dict.fromkeys(r.op for r in rows):
-        mine = [r for r in rows if r.op == op]
-        lines += [f"### {op}: {suite()[op]['full_name']}", "",
-                  "| case | tilewright ms | GFLOP/s | % peak | FLOP/byte | PyTorch ms (layout) | PyTorch GFLOP/s "
-                  "| speedup |", "|---|---|---|---|---|---|---|---|"]
-        for r in mine:
-            g = r.flops / r.tilewright_s / 1e9
-            torch_ms = f"{r.torch_s * 1e3:.3f} ({r.torch_layout})" if r.torch_s else "n/a"
-            torch_g = f"{r.flops / r.torch_s / 1e9:.1f}" if r.torch_s else "n/a"
-            speed = f"{r.speedup:.2f}x" if r.speedup else "n/a"
-            lines.append(f"| {r.case} | {r.tilewright_s * 1e3:.3f} | {g:.1f} | {100 * g / peak:.1f}% "
-                         f"| {r.flops / r.bytes:.1f} | {torch_ms} | {torch_g} | {speed} |")
-        gm = geomean([r.speedup for r in mine])
-        goal = GOALS.get(op)
-        verdict = ""
-        if gm is not None and goal is not None:
-            verdict = f" (goal >= {goal:.1f}: {'met' if gm >= goal else 'NOT met'})"
-        lines += ["", f"geometric-mean speedup over PyTorch: {gm:.2f}x{verdict}" if gm else "no PyTorch baseline",
-                  ""]
-    return lines
-
-
-def summary(rows: list[CaseResult]) -> list[str]:
-    lines = ["| operator | cases | geomean speedup over PyTorch | goal |", "|---|---|---|---|"]
-    for op in dict.fromkeys(r.op for r in rows):
-        gm = geomean([r.speedup for r in rows if r.op == op])
-        goal = GOALS.get(op)
-        lines.append(f"| {op} | {sum(r.op == op for r in rows)} | {f'{gm:.2f}x' if gm else 'n/a'} | "
-                     f"{f'>= {goal}' if goal else ''} |")
-    return lines
-
-
-def plot(rows: list[CaseResult], path: Path) -> bool:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return False
-    labeled = [r for r in rows if r.speedup]
-    if not labeled:
-        return False
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.35 * len(labeled)), 4))
-    ax.bar(range(len(labeled)), [r.speedup for r in labeled],
-           color=[f"C{list(dict.fromkeys(x.op for x in labeled)).index(r.op)}" for r in labeled])
-    ax.axhline(1.0, color="k", lw=0.8)
-    ax.set_xticks(range(len(labeled)), [f"{r.op} {r.case}" for r in labeled], rotation=90, fontsize=7)
-    ax.set_ylabel("speedup over PyTorch (fp32, batch 1)")
-    ax.set_title("tilewright vs PyTorch on the FlexTensor suite")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return True
-
-
 def run_suite(ops=None, cases=None, trials: int = 300, threads: int | None = None, out: Path | str = "results",
               records=None, method: str = "q", reuse: bool = False, progress: bool = True,
-              log: Callable[[str], None] = print) -> dict:
-    """Benchmark the chosen operators/cases; writes flextensor.json/.md/.png under `out` after every case."""
+              log: Callable[[str], None] = print, isa: str = "native", name: str = "flextensor") -> dict:
+    """Benchmark the chosen operators/cases on the host restricted to `isa`; writes `name`.json/.md/.png
+    under `out` after every case."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     data = suite()
@@ -191,42 +148,34 @@ def run_suite(ops=None, cases=None, trials: int = 300, threads: int | None = Non
     for op in ops:
         if op not in data:
             raise TilewrightError(f"unknown suite operator {op!r}; the suite has {', '.join(data)}")
-    target = as_target("cpu")
+    target = bench_target(threads, isa)
     threads = threads or target.cores
     peak = fp32_peak_gflops(target, threads=threads)
     store = records if isinstance(records, Records) else Records(records)
     rows: list[CaseResult] = []
     failures: list[dict] = []
+    title = SUITE_TITLES.get(name, name)
+
+    def save():
+        write(out, name, title, target, rows, failures, peak, threads, trials, method, KERNEL_REPEAT)
+
     for op in ops:
         names = [c["name"] for c in data[op]["cases"] if cases is None or c["name"] in cases]
-        for name in names:
-            log(f"{op} {name}: tuning {trials} trials ({method}) on {threads} threads")
+        for case in names:
+            log(f"{op} {case}: tuning {trials} trials ({method}) on {threads} threads")
+            started = time.perf_counter()
             try:
-                row = run_case(op, name, trials, threads, store, method, reuse, progress=progress)
+                row = run_case(op, case, trials, threads, store, method, reuse, progress=progress, isa=isa)
             except TilewrightError as exc:
-                failures.append({"op": op, "case": name, "error": str(exc)})
+                failures.append({"op": op, "case": case, "error": str(exc)})
                 log(f"  FAILED: {exc}")
                 continue
             rows.append(row)
             peak = max(peak, measure_fp32_peak_gflops(target, threads=threads))  # the best seen in the run
             speed = f"{row.speedup:.2f}x" if row.speedup else "n/a"
-            log(f"  tilewright {row.tilewright_s * 1e3:.3f} ms, PyTorch "
-                f"{row.torch_s * 1e3 if row.torch_s else float('nan'):.3f} ms ({row.torch_layout}): {speed}")
-            _write(out, rows, failures, peak, threads, trials, method)
-    _write(out, rows, failures, peak, threads, trials, method)
+            log(f"  tilewright {row.tilewright_s * 1e3:.3f} ms (default {row.default_s * 1e3:.3f}), PyTorch "
+                f"{row.torch_s * 1e3 if row.torch_s else float('nan'):.3f} ms ({row.torch_layout}): {speed}; "
+                f"{time.perf_counter() - started:.0f} s")
+            save()
+    save()
     return {"rows": rows, "failures": failures, "peak_gflops": peak}
-
-
-def _write(out: Path, rows, failures, peak, threads, trials, method) -> None:
-    doc = {"host": str(as_target("cpu")), "machine": platform.processor() or platform.machine(),
-           "date": time.strftime("%Y-%m-%d %H:%M:%S"), "threads": threads, "trials": trials, "method": method,
-           "peak_gflops": peak, "cases": [r.__dict__ for r in rows], "failures": failures}
-    (out / "flextensor.json").write_text(json.dumps(doc, indent=2, default=str))
-    head = [f"FlexTensor suite on {as_target('cpu')}, {threads} threads, fp32, <= {trials} trials ({method}); "
-            f"fp32 peak {peak:.0f} GFLOP/s (best FMA-loop measurement of the run). Times are medians; PyTorch "
-            f"in its faster layout; both sides pack weights inside every call.", ""]
-    text = head + summary(rows) + [""] + tables(rows, peak)
-    if failures:
-        text += ["### failures", ""] + [f"- {f['op']} {f['case']}: {f['error']}" for f in failures]
-    (out / "flextensor.md").write_text("\n".join(text) + "\n")
-    plot(rows, out / "flextensor.png")

@@ -2,7 +2,10 @@
 
 `flextensor_suite.json` is a copy of ../shared/benchmarks/flextensor_suite.json
 (the FlexTensor paper's operator suite, ASPLOS'20 Table 3, as our own JSON; its
-README there gives the provenance). Imports nothing from tilewright.
+README there gives the provenance). `resnet50_conv.json` is a copy of
+../shared/benchmarks/resnet50_conv.json (ResNet-50 v1.5's unique convolution
+layers, batch 1, with how often each occurs); it appears in `suite()` as the
+operator "R50", conv2d cases like C2D's. Imports nothing from tilewright.
 Public names: suite, suite_case."""
 
 from __future__ import annotations
@@ -12,12 +15,17 @@ from functools import lru_cache
 from pathlib import Path
 
 _SUITE = Path(__file__).with_name("flextensor_suite.json")
+_RESNET50 = Path(__file__).with_name("resnet50_conv.json")
 
 
 @lru_cache(maxsize=1)
 def suite() -> dict:
-    """The whole suite: operator key (C2D, GEMM, ...) -> definition and cases."""
-    return json.loads(_SUITE.read_text())
+    """Every case list: operator key (C2D, GEMM, ..., R50) -> definition and cases."""
+    data = json.loads(_SUITE.read_text())
+    r50 = json.loads(_RESNET50.read_text())
+    data["R50"] = {"full_name": "ResNet-50 convolution layers", "definition": data["C2D"]["definition"],
+                   "note": r50["note"], "model": r50["model"], "cases": r50["cases"]}
+    return data
 
 
 def suite_case(op: str, name: str) -> dict:

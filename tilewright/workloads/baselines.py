@@ -29,7 +29,7 @@ def torch_variants(op: str, case_name: str, arrays: list[np.ndarray]) -> dict[st
                 return fn()
         return run
 
-    if op in ("C2D", "GRP", "DIL", "DEP"):
+    if op in ("C2D", "GRP", "DIL", "DEP", "R50"):
         groups = c["in_channels"] if op == "DEP" else c.get("groups", 1)
         kw = dict(stride=c["stride"], padding=c["padding"], dilation=c.get("dilation", 1), groups=groups)
         out = {}

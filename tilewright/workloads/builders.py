@@ -29,7 +29,7 @@ def suite_program(op: str, case_name: str, dtype: str = "float32") -> list:
     from .. import ops, te
 
     c = suite_case(op, case_name)
-    if op in ("C2D", "GRP", "DIL"):
+    if op in ("C2D", "GRP", "DIL", "R50"):
         return _conv_nd(ops, te, c, 2, False, dtype)
     if op == "C1D":
         return _conv_nd(ops, te, c, 1, False, dtype)
