@@ -11,6 +11,7 @@ from ..ir.dtype import DType
 from ..ir.expr import Binary, BinOp, Broadcast, Call, Cast, Compare, Load, Ramp, Select
 from ..ir.stmt import Allocate, For, ForKind, Store
 from .base import CRenderer
+from .strided import SHUFFLE_MACRO, strided_load_helper
 
 STACK_LIMIT = 64 * 1024  # bytes; larger buffers go to the heap
 
@@ -94,7 +95,19 @@ class CCodeGen(CRenderer):
         if isinstance(index, Ramp) and index.stride == 1:
             t = self.vector_type(e.dtype)
             return f"(*({t} *)(&{buf}[{self.expr(index.base)}]))"
+        if isinstance(index, Ramp) and index.stride != 0:
+            return self._strided_load(e, buf, index)
         raise BuildError(f"vector load of '{buf}' with a non-contiguous index {index}")
+
+    def _strided_load(self, e: Load, buf: str, index: Ramp) -> str:
+        """Contiguous loads over the span the lanes read, then shuffles (codegen/strided.py)."""
+        t, m = self.vector_type(e.dtype), self.mask_type(e.dtype)
+        name, definition = strided_load_helper(index.stride, index.lanes, t, m, self.scalar_type(e.dtype.scalar))
+        self.helpers.setdefault("TW_SHUFFLE", SHUFFLE_MACRO)
+        self.helpers.setdefault(name, definition)
+        low = min(0, index.stride * (index.lanes - 1))  # a negative stride's span starts below the base
+        base = self.expr(index.base) if low == 0 else f"{self.expr(index.base)} - {-low}"
+        return f"{name}(&{buf}[{base}])"
 
     def stmt_Store(self, s: Store) -> None:
         value = s.value

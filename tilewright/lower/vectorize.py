@@ -2,6 +2,11 @@
 constant extent is one statement on vectors of that many lanes (`Ramp`
 indices, vector loads/stores, broadcasts of loop-invariant values).
 
+A load whose index is a ramp of small constant stride (a stride-2 conv's
+input along its output width: `x[2*w + r]`) stays one vector load with that
+ramp: the C backend reads the span it covers with |stride| contiguous vector
+loads and picks the lanes out (codegen/strided.py), GPU backends per lane.
+
 Loops this pass cannot express (a width that is not a power of two, a nested loop, a data-dependent branch, a
 gather, a store that every lane would make to one address, a dtype without
 vector support) stay loops marked vectorized; the C backend then asks the
@@ -33,6 +38,14 @@ from ..ir.stmt_functor import map_stmt, walk_stmt
 from ..ir.traverse import free_vars, walk
 
 _VECTOR_DTYPES = {"float32", "float64", "int8", "int16", "int32", "int64", "uint8"}
+# Larger strides read more than MAX_LOAD_STRIDE vectors per vector of lanes used: a gather or
+# scalar code is no worse there.
+MAX_LOAD_STRIDE = 4
+
+
+def is_vector_load_index(index: Expr) -> bool:
+    """A ramp a vector load may take: contiguous, reversed, or of a small constant stride."""
+    return isinstance(index, Ramp) and index.stride != 0 and abs(index.stride) <= MAX_LOAD_STRIDE
 
 
 class _Unvectorizable(Exception):
@@ -134,7 +147,7 @@ class _Vectorizer:
         index = self.expr(e.indices[0])
         if _lanes(index) == 1:
             return replace(e, indices=(index,))
-        if isinstance(index, Ramp) and index.stride == 1:
+        if is_vector_load_index(index):
             self._check(e.dtype)
             return Load(e.tensor, (index,), e.dtype.with_lanes(self.lanes))
         raise _Unvectorizable(f"gather from '{e.tensor.name}'")

@@ -1,0 +1,105 @@
+"""Strided vector loads for the C backend: a load of L lanes at base + s*lane
+(|s| small, e.g. a stride-2 conv's input along its output width) becomes a few
+contiguous vector loads and two-source shuffles, not a gather or scalar code.
+
+The loads cover exactly the span the lanes read, [lo, lo + |s|*(L-1)], the
+last one ending at its last element (it may overlap the one before): nothing
+outside the elements between the first and the last lane is read, so no bounds
+proof beyond the scalar one is needed. Each lane's element is taken from the
+first load that holds it; the loads are merged pairwise in a tree (the first
+level permutes two loads into place, the levels above blend), which GCC turns
+into vpermi2ps on AVX-512 and vpermd/vpermilps + blends on AVX2."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# __builtin_shufflevector (Clang, GCC >= 12) takes constant lane numbers; older GCC only has
+# __builtin_shuffle, which takes them as an integer vector of the data's width.
+SHUFFLE_MACRO = """#if defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 12)
+#define TW_SHUFFLE(a, b, mask_t, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
+#else
+#define TW_SHUFFLE(a, b, mask_t, ...) __builtin_shuffle(a, b, (mask_t){__VA_ARGS__})
+#endif"""
+
+
+@dataclass(frozen=True)
+class StridedPlan:
+    """How L lanes at stride s are read from the span that starts `low` elements
+    from the ramp's base (low <= 0 for a negative stride)."""
+
+    stride: int
+    lanes: int
+    low: int
+    starts: tuple[int, ...]  # start of each contiguous vector load, relative to the span
+    sources: tuple[tuple[int, int], ...]  # per lane: (load, position in it)
+
+
+def strided_plan(stride: int, lanes: int) -> StridedPlan:
+    if stride == 0 or lanes < 2:
+        raise ValueError(f"a strided load needs a nonzero stride and 2+ lanes, got stride {stride}, {lanes} lanes")
+    low = min(0, stride * (lanes - 1))
+    span = abs(stride) * (lanes - 1) + 1
+    offsets = sorted(stride * i - low for i in range(lanes))
+    starts: list[int] = []
+    for off in offsets:  # greedy: each load starts at the first element not yet covered, ending in the span
+        if not starts or off >= starts[-1] + lanes:
+            starts.append(min(off, span - lanes))
+    sources = []
+    for i in range(lanes):
+        offset = stride * i - low
+        j = next(j for j, start in enumerate(starts) if start <= offset < start + lanes)
+        sources.append((j, offset - starts[j]))
+    return StridedPlan(stride, lanes, low, tuple(starts), tuple(sources))
+
+
+def shuffle_steps(plan: StridedPlan) -> list[tuple[str, str, str, tuple[int, ...]]]:
+    """(result, first, second, lane numbers) per shuffle: loads are named c0, c1, ...,
+    merged results t0, t1, ...; the last step's result is the loaded vector."""
+    lanes = plan.lanes
+    # an item is (name, loads it holds, positioned): a load's lanes are where they lie in memory,
+    # a merged result's lanes are already in their final place
+    items = [(f"c{j}", frozenset([j]), False) for j in range(len(plan.starts))]
+    if len(items) == 1:  # one load (a reversed ramp): permute it alone
+        items.append(items[0])
+    steps: list = []
+    while len(items) > 1:
+        merged = []
+        for k in range(0, len(items) - 1, 2):
+            a, b = items[k], items[k + 1]
+            mask = tuple(_pick(plan, i, a, b) for i in range(lanes))
+            name = f"t{len(steps)}"
+            steps.append((name, a[0], b[0], mask))
+            merged.append((name, a[1] | b[1], True))
+        if len(items) % 2:
+            merged.append(items[-1])
+        items = merged
+    return steps
+
+
+def _pick(plan: StridedPlan, i: int, a, b) -> int:
+    j, pos = plan.sources[i]
+    for n, (_, holds, positioned) in enumerate((a, b)):
+        if j in holds:
+            return n * plan.lanes + (i if positioned else pos)
+    # a lane neither side holds: keep a positioned side's lane (a blend), else any lane
+    return i
+
+
+def strided_load_helper(stride: int, lanes: int, vector_t: str, mask_t: str, scalar_t: str) -> tuple[str, str]:
+    """(name, C definition) of `vector_t name(const scalar_t *p)`, p the span's first element."""
+    plan = strided_plan(stride, lanes)
+    sign = "m" if stride < 0 else ""
+    name = f"tw_load_s{sign}{abs(stride)}_{vector_t[3:]}"
+    loads = ", ".join(f"c{j} = *(const {vector_t} *)({'p' if start == 0 else f'p + {start}'})"
+                      for j, start in enumerate(plan.starts))
+    lines = [f"static inline {vector_t} {name}(const {scalar_t} *p) {{", f"  const {vector_t} {loads};"]
+    steps = shuffle_steps(plan)
+    for n, (result, a, b, mask) in enumerate(steps):
+        call = f"TW_SHUFFLE({a}, {b}, {mask_t}, {', '.join(map(str, mask))})"
+        lines.append(f"  return {call};" if n == len(steps) - 1 else f"  const {vector_t} {result} = {call};")
+    lines.append("}")
+    return name, "\n".join(lines)
+
+
+__all__ = ["SHUFFLE_MACRO", "StridedPlan", "shuffle_steps", "strided_load_helper", "strided_plan"]
