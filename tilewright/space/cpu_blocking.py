@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import math
 
-from .cpu import BLOCK_ACC_BYTES, CpuPlan, _loads, _spatial_positions, outer_orders, vector_axes
+from .cpu import BLOCK_ACC_BYTES
+from .cpu_plan import CpuPlan, loads_of, outer_orders, spatial_positions, vector_axes
 from .space import Point, Space
 
 
@@ -34,7 +35,7 @@ def _footprint(plan: CpuPlan, tensor, tiles: dict, fixed=None) -> int:
     ranged = {id(a): (0, tiles.get(lp.name, 1) - 1) for a, lp in zip(op.axis, plan.main.spatial)}
     ranged.update({id(a): (0, 0 if lp is fixed else lp.extent - 1) for a, lp in zip(op.reduce_axis, plan.main.reduce)})
     best = 0
-    for n in _loads(plan.main, tensor):
+    for n in loads_of(plan.main, tensor):
         spans = [interval(i, ranged) for i in n.indices]
         best = max(best, math.prod(s.width + 1 if s is not None else d for s, d in zip(spans, tensor.shape)))
     return best
@@ -49,7 +50,7 @@ def _panel(plan: CpuPlan, tiles: dict):
     from ..ir.traverse import free_vars
 
     reduce_vars = {id(a) for a in plan.main.tensor.op.reduce_axis}
-    streamed = [t for t in plan.main.inputs if any(id(v) in reduce_vars for n in _loads(plan.main, t)
+    streamed = [t for t in plan.main.inputs if any(id(v) in reduce_vars for n in loads_of(plan.main, t)
                                                    for i in n.indices for v in free_vars(i))]
     return max(streamed, key=lambda t: _footprint(plan, t, tiles), default=None)
 
@@ -62,7 +63,7 @@ def _slab_loop(plan: CpuPlan, panel):
 
     loops = list(zip(plan.main.reduce, plan.main.tensor.op.reduce_axis))
     best = None
-    for n in _loads(plan.main, panel):
+    for n in loads_of(plan.main, panel):
         for d, index in enumerate(n.indices):
             hits = [lp for lp, axis in loops if axis in free_vars(index) and lp.extent > 1]
             if hits and (best is None or d < best[0]):
@@ -98,7 +99,7 @@ def reduction_blocked(space: Space, plan: CpuPlan, p: Point, tiles: dict) -> Poi
     for lp in plan.main.reduce:
         if lp is not blocked_loop and f"split.{lp.name}" in space.knobs:
             p = p.replace(f"split.{lp.name}", (1, lp.extent))
-    panel_loops = set(_spatial_positions(plan, panel, exact=True))
+    panel_loops = set(spatial_positions(plan, panel, exact=True))
     for n in reversed(range(len(plan.main.spatial))):  # middle tiles, innermost loops first
         lp = plan.main.spatial[n]
         key = f"split.{lp.name}"
@@ -113,7 +114,7 @@ def reduction_blocked(space: Space, plan: CpuPlan, p: Point, tiles: dict) -> Poi
     if not in_l1 or whole > plan.l2_bytes:
         blocked_axis = plan.main.tensor.op.reduce_axis[plan.main.reduce.index(blocked_loop)]
         for t in plan.packable:
-            per_block = any(blocked_axis in free_vars(i) for n in _loads(plan.main, t) for i in n.indices)
+            per_block = any(blocked_axis in free_vars(i) for n in loads_of(plan.main, t) for i in n.indices)
             if per_block and f"pack.{t.name}" in space.knobs and p[f"pack.{t.name}"] == 1:
                 p = p.replace(f"pack.{t.name}", 2)
     return p

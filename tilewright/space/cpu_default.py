@@ -9,16 +9,16 @@ from __future__ import annotations
 import math
 
 from ..analysis.graph import is_placeholder
-from .cpu import (
+from .cpu_blocking import reduction_blocked, wants_blocking
+from .cpu_plan import (
     CpuPlan,
-    _indexing_dims,
-    _loads,
-    _spatial_positions,
+    indexing_dims,
     lane_reduce_loop,
+    loads_of,
+    spatial_positions,
     vector_axes,
     vector_width,
 )
-from .cpu_blocking import reduction_blocked, wants_blocking
 from .knobs import SplitKnob
 from .space import Point, Space
 
@@ -71,7 +71,7 @@ def _lane_sum_point(space: Space, plan: CpuPlan) -> Point | None:
         return None
     flops = plan.graph.flops
     reuse = min(flops / 2 / math.prod(t.shape) for t in plan.main.inputs
-                if any(n.indices[-1] is plan.main.tensor.op.reduce_axis[-1] for n in _loads(plan.main, t)))
+                if any(n.indices[-1] is plan.main.tensor.op.reduce_axis[-1] for n in loads_of(plan.main, t)))
     if reuse > 2:
         return None
     sp = plan.main.spatial
@@ -111,8 +111,8 @@ def _point_for_tile(space: Space, plan: CpuPlan, tile: tuple[int, dict, dict],
     # operands read along the vector axis and a reduction (GEMM's B): a column panel, strided by whole
     # rows unless packed
     reduce_vars = {id(lp_axis) for lp_axis in plan.main.tensor.op.reduce_axis}
-    panel = [t for t in plan.packable if vpos == len(sp) - 1 and _indexing_dims(plan, t, vpos) and any(
-        id(i) in reduce_vars for n in _loads(plan.main, t) for i in n.indices)]
+    panel = [t for t in plan.packable if vpos == len(sp) - 1 and indexing_dims(plan, t, vpos) and any(
+        id(i) in reduce_vars for n in loads_of(plan.main, t) for i in n.indices)]
     values = []
     for name, k in space.knobs.items():
         if lane and name == f"split.{plan.main.reduce[-1].name}":
@@ -138,7 +138,7 @@ def _point_for_tile(space: Space, plan: CpuPlan, tile: tuple[int, dict, dict],
             value = 0
         elif name.startswith("pack."):
             t = next(t for t in plan.packable if f"pack.{t.name}" == name)
-            dims = _indexing_dims(plan, t, vpos)
+            dims = indexing_dims(plan, t, vpos)
             value = 1 if (dims and dims != {len(t.shape) - 1}) or t in panel else 0
         elif name.startswith("place."):
             value = 2  # padding/packing once at root: cheap next to the main node, never recomputed per tile
@@ -193,8 +193,8 @@ def _register_tiles(space: Space, plan: CpuPlan) -> list[tuple[int, dict, dict]]
             others = [n for n, lp in enumerate(sp) if n != vpos and lp.extent > 1]
             # an operand the vector loop reaches only through a division by a multiple of the width is
             # the same across the vector: one broadcast (a group conv's input channel o // 64 * C + c)
-            indexing = [(t, _spatial_positions(plan, t, width=min(width, plan.lanes))) for t in plan.main.inputs]
-            contiguity = [_spatial_positions(plan, t, exact=True, last_dim=True) for t, _ in indexing]
+            indexing = [(t, spatial_positions(plan, t, width=min(width, plan.lanes))) for t in plan.main.inputs]
+            contiguity = [spatial_positions(plan, t, exact=True, last_dim=True) for t, _ in indexing]
             groups = _group_sizes(plan, min(width, plan.lanes))
             for rows in _row_splits(space, sp, others, budget):
                 tile = {n: f for n, (f, _) in rows.items()}
@@ -240,7 +240,7 @@ def _pack_cycles(plan: CpuPlan, tensor, tile: dict, vpos: int, width: int) -> fl
     each element packed once, spread over every step of every tile. A bilinear form's
     w[m, k1, k2] vectorized along m serves only batch / rows tiles per element, a conv's
     weights every h x w tile."""
-    dims = _indexing_dims(plan, tensor, vpos)
+    dims = indexing_dims(plan, tensor, vpos)
     if not is_placeholder(tensor) or len(dims) != 1 or math.prod(tensor.shape[min(dims) + 1:]) == 1:
         return 0.0  # already contiguous along the vector (a transposed conv's w[c, o, 1, 1])
     steps = math.prod(lp.extent / (width if n == vpos else tile.get(n, 1)) for n, lp in enumerate(plan.main.spatial))
@@ -257,9 +257,9 @@ def _group_sizes(plan: CpuPlan, width: int) -> dict[int, int]:
 
     out: dict[int, int] = {}
     for t in plan.main.inputs:
-        exact = set(_spatial_positions(plan, t, exact=True))
-        hidden = exact - set(_spatial_positions(plan, t, width=width))
-        for n in _loads(plan.main, t):
+        exact = set(spatial_positions(plan, t, exact=True))
+        hidden = exact - set(spatial_positions(plan, t, width=width))
+        for n in loads_of(plan.main, t):
             for e in (x for i in n.indices for x in walk(i)):
                 if isinstance(e, Binary) and e.op is BinOp.FLOORDIV and isinstance(e.b, Const):
                     for p in hidden:
@@ -283,7 +283,7 @@ def _set_aliased_loops(plan: CpuPlan, tensor) -> set[int]:
     strides = [math.prod(tensor.shape[d + 1:]) for d in range(len(tensor.shape))]
     out = set()
     for n_pos, axis in enumerate(plan.main.tensor.op.axis):
-        for n in _loads(plan.main, tensor):
+        for n in loads_of(plan.main, tensor):
             spans = [interval(i, {id(axis): (0, 1)}) for i in n.indices]
             if any(s is None for s in spans):
                 continue
@@ -319,7 +319,7 @@ def _vector_loads(plan: CpuPlan, tensor, vpos: int, nvec: int) -> int:
     indexes it through arithmetic (a conv input's w + rw counts so too: a
     stand-in for what the model lacks, the cache lines rows along an image
     axis touch; measured, 1x1 convs run twice as fast vectorized along o)."""
-    dims = _indexing_dims(plan, tensor, vpos)
+    dims = indexing_dims(plan, tensor, vpos)
     if dims == {len(tensor.shape) - 1} or (len(dims) == 1 and is_placeholder(tensor)):
         return nvec
     return nvec * plan.lanes

@@ -1,0 +1,187 @@
+"""What the CPU space knows of a te program (FlexTensor 4.2): the main node
+(most arithmetic), the anchor it is computed in (its chain of elementwise
+consumers ending at an output), its elementwise producers and packable
+inputs, which of its loops may carry the vector, and which loops index which
+operand. Target facts the space and the default model use ride along."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..analysis.axis_merge import MergedProgram, merge_contiguous_axes
+from ..analysis.graph import MiniGraph, Node, analyze, is_placeholder
+from ..ir.expr import Load
+from ..targets import Target
+from ..te.program import as_tensor_list
+from .cpu_knobs import option
+from .space import Point
+
+_VECTOR_DTYPES = ("float32", "float64", "int32", "int64", "int16", "int8", "uint8")
+
+
+@dataclass(frozen=True, eq=False)
+class CpuPlan:
+    graph: MiniGraph
+    main: Node
+    anchor: Node
+    inlined: tuple[Node, ...]  # elementwise nodes between main and anchor
+    producers: tuple[Node, ...]  # elementwise producers of main (padding, packing)
+    packable: tuple  # placeholder inputs of main
+    lanes: int
+    registers: int
+    cores: int = 1
+    l2_bytes: int = 512 * 1024
+    l1_bytes: int = 32 * 1024
+    outputs: tuple = ()  # the program scheduled: the caller's, or it with contiguous axes merged
+    merged: MergedProgram | None = None  # the merge's views of the caller's tensors
+    l1_ways: int = 8
+
+
+def _elementwise_reader(node: Node, consumer: Node) -> bool:
+    """`consumer` reads `node` at exactly its own indices (a pointwise epilogue)."""
+    if [lp.extent for lp in consumer.spatial] != [lp.extent for lp in node.spatial] or consumer.reduce:
+        return False
+    axes = consumer.tensor.op.axis
+    for n in loads_of(consumer, node.tensor):
+        if len(n.indices) != len(axes) or any(i is not a for i, a in zip(n.indices, axes)):
+            return False
+    return True
+
+
+def loads_of(consumer: Node, tensor) -> list[Load]:
+    """The loads of `tensor` in `consumer`'s body."""
+    from ..ir.traverse import walk
+
+    return [n for n in walk(consumer.tensor.op.body) if isinstance(n, Load) and n.tensor is tensor]
+
+
+def make_plan(outputs, target: Target) -> CpuPlan:
+    outputs = as_tensor_list(outputs, "outputs")
+    merged = merge_contiguous_axes(outputs)
+    if merged is not None:
+        outputs = merged.outputs
+    g = analyze(outputs)
+    main = g.main
+    anchor, inlined = main, []
+    while not anchor.is_output and len(anchor.consumers) == 1:
+        nxt = g.node(anchor.consumers[0])
+        if not nxt.injective or not _elementwise_reader(anchor, nxt):
+            break
+        if anchor is not main:
+            inlined.append(anchor)
+        anchor = nxt
+    producers = tuple(g.node(t) for t in main.inputs
+                      if not is_placeholder(t) and g.node(t).injective and len(g.node(t).consumers) == 1)
+    packable = tuple(t for t in main.inputs if is_placeholder(t))
+    dtype = main.tensor.dtype
+    lanes = target.vector_lanes(dtype.bytes) if dtype.name in _VECTOR_DTYPES else 1
+    return CpuPlan(g, main, anchor, tuple(inlined), producers, packable, lanes, target.vector_registers, target.cores,
+                   target.cache_bytes(2) or 512 * 1024, target.cache_bytes(1) or 32 * 1024, tuple(outputs), merged,
+                   target.l1_ways)
+
+
+def vector_width(extent: int, lanes: int) -> int:
+    """The widest power-of-two vector (>= 4 lanes, <= the target's) dividing a
+    tile extent; 1 when none does (scalar code)."""
+    width = lanes
+    while width >= 4:
+        if extent % width == 0:
+            return width
+        width //= 2
+    return 1
+
+
+def vector_axes(plan: CpuPlan) -> tuple[int, ...]:
+    """Positions of the main node's spatial loops its register tile may be
+    vectorized along: the innermost one (contiguous in the output), then any
+    other whose extent holds a whole vector (e.g. output channels of a conv
+    whose rows are too short for a vector); last listed first."""
+    sp = plan.main.spatial
+    if not sp:
+        return ()
+    last = len(sp) - 1
+    others = tuple(n for n, lp in enumerate(sp[:-1]) if plan.lanes > 1 and lp.extent % 4 == 0)
+    return (last, *others)
+
+
+def vector_position(point: Point, plan: CpuPlan) -> int:
+    """The spatial loop `point` vectorizes along (its `vec_axis` choice)."""
+    options = vector_axes(plan)
+    if not options:
+        return 0
+    return options[option(point, "vec_axis", 0)]
+
+
+def lane_reduce_loop(plan: CpuPlan):
+    """The main node's innermost reduce loop when it can carry the vector
+    instead of a spatial loop (a GEMV's k): a sum whose every operand that the
+    loop indexes has it alone, at unit stride, in its last dimension, so each
+    lane keeps a partial sum of contiguous elements; None otherwise."""
+    from ..ir.expr import Reduce
+    from ..ir.traverse import free_vars
+
+    body = plan.main.tensor.op.body
+    if (plan.lanes < 4 or not plan.main.reduce or not isinstance(body, Reduce) or body.condition is not None
+            or not body.combiner.is_sum):
+        return None
+    loop = plan.main.reduce[-1]
+    axis = plan.main.tensor.op.reduce_axis[-1]
+    if loop.extent % plan.lanes:
+        return None
+    hits = 0
+    for t in plan.main.inputs:
+        for n in loads_of(plan.main, t):
+            *head, last = n.indices
+            if any(axis in free_vars(i) for i in head):
+                return None
+            if last is axis:
+                hits += 1
+            elif axis in free_vars(last):
+                return None
+    return loop if hits else None
+
+
+def indexing_dims(plan: CpuPlan, tensor, pos: int) -> set[int]:
+    """Dimensions of `tensor` that the main node indexes by its spatial loop `pos` alone."""
+    axis = plan.main.tensor.op.axis[pos]
+    return {d for n in loads_of(plan.main, tensor) for d, i in enumerate(n.indices) if i is axis}
+
+
+def outer_orders(plan: CpuPlan) -> tuple[tuple[int, ...], ...]:
+    """Orders of the outer (parallel, cache-block) loops: as written, or one
+    axis moved outermost (e.g. GEMM's column blocks, so a packed panel of B
+    is reused by every row block)."""
+    n = len(plan.main.spatial)
+    moved = [(p, *[q for q in range(n) if q != p]) for p in range(1, n) if plan.main.spatial[p].extent > 1]
+    return (tuple(range(n)), *moved)
+
+
+def spatial_positions(plan: CpuPlan, tensor, exact: bool = False, width: int = 8,
+                      last_dim: bool = False) -> tuple[int, ...]:
+    """Positions of the main node's spatial loops whose neighbouring iterations
+    read different elements of `tensor`: a loop seen only through a division by
+    a multiple of `width` (a group conv's o // 64) reads the same ones across an
+    aligned tile of `width` (the vectorizer then broadcasts them). `exact`:
+    every loop the indices mention at all; `last_dim`: in the last (contiguous) index only."""
+    from ..ir.traverse import free_vars
+
+    used: set[int] = set()
+    for n in loads_of(plan.main, tensor):
+        for i in n.indices[-1:] if last_dim else n.indices:
+            used |= {id(v) for v in free_vars(i)} if exact else varying_vars(i, width)
+    return tuple(p for p, a in enumerate(plan.main.tensor.op.axis) if id(a) in used)
+
+
+def varying_vars(e, width: int) -> set[int]:
+    """ids of the variables whose neighbouring values change `e`, where an aligned
+    run of `width` of them through a division by a multiple of `width` does not."""
+    from ..ir.expr import Binary, BinOp, Const, Var
+    from ..ir.traverse import free_vars
+
+    if isinstance(e, Var):
+        return {id(e)}
+    if isinstance(e, Binary):
+        if e.op is BinOp.FLOORDIV and isinstance(e.b, Const) and e.b.value > 0 and e.b.value % width == 0:
+            return set()
+        return varying_vars(e.a, width) | varying_vars(e.b, width)
+    return {id(v) for v in free_vars(e)}
