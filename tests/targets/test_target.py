@@ -205,3 +205,53 @@ def test_forcing_a_level_checks_features_of_synthetic_targets():
         avx2_only.with_isa("avx512")
     with pytest.raises(tw.TilewrightError, match="the host lacks avx2"):
         Target(features=frozenset({"sse4_2"})).with_isa("avx2")
+
+
+# ---- execution units -------------------------------------------------------------------------------
+
+AVX2 = frozenset(ISA_FEATURES["avx2"])
+AVX512 = frozenset(ISA_FEATURES["avx512"])
+
+
+@pytest.mark.parametrize("vendor, family, model, name, features, want", [
+    ("AuthenticAMD", 0x19, 0x01, "AMD EPYC 7763 64-Core Processor", AVX2, (2, 256, 4, 2, 256)),  # Zen 3
+    ("AuthenticAMD", 0x19, 0x11, "AMD EPYC 9654 96-Core Processor", AVX512, (2, 256, 4, 2, 256)),  # Zen 4
+    ("AuthenticAMD", 0x1A, 0x02, "AMD EPYC 9755 128-Core Processor", AVX512, (2, 512, 4, 2, 512)),  # Zen 5
+    ("AuthenticAMD", 0x17, 0x31, "AMD EPYC 7742 64-Core Processor", AVX2, (2, 256, 5, 2, 256)),  # Zen 2
+    ("AuthenticAMD", 0x17, 0x01, "AMD EPYC 7601 32-Core Processor", AVX2, (2, 128, 5, 2, 128)),  # Zen 1
+    ("GenuineIntel", 6, 0x8F, "Intel(R) Xeon(R) Platinum 8480+", AVX512, (2, 512, 4, 2, 512)),  # SPR
+    ("GenuineIntel", 6, 0x55, "Intel(R) Xeon(R) Silver 4214 CPU @ 2.20GHz", AVX512, (2, 256, 4, 2, 512)),
+    ("GenuineIntel", 6, 0x7E, "Intel(R) Core(TM) i7-1065G7 CPU @ 1.30GHz", AVX512, (2, 256, 4, 2, 512)),
+    ("GenuineIntel", 6, 0x9E, "Intel(R) Core(TM) i7-8700 CPU @ 3.20GHz", AVX2, (2, 256, 4, 2, 256)),
+    ("", 0, 0, "", frozenset(), (2, 256, 4, 2, 256)),  # nothing known: the defaults
+])
+def test_execution_units_from_vendor_family_and_model(vendor, family, model, name, features, want):
+    from tilewright.targets.cpu import execution_units
+
+    units = execution_units(vendor, family, model, name, features)
+    t = Target(features=features, **units)
+    assert t.execution_units == want
+
+
+def test_fma_rate_follows_the_units_not_the_register_width():
+    zen4 = Target(features=AVX512, fma_units=2, fma_bits=256)
+    xeon = Target(features=AVX512, fma_units=2, fma_bits=512, load_bits=512)
+    assert zen4.fmas_per_cycle(512) == 1 and zen4.fmas_per_cycle(256) == 2
+    assert xeon.fmas_per_cycle(512) == 2 and xeon.fmas_per_cycle(256) == 2
+    assert zen4.loads_per_cycle(512) == 1 and xeon.loads_per_cycle(512) == 2
+    assert zen4.loads_per_cycle(32) == 2  # a broadcast is one narrow load
+
+
+def test_key_names_execution_units_only_where_they_differ_from_the_defaults():
+    base = Target(features=AVX2, cores=2, caches=((1, "Data", 32768),))
+    assert base.key == "cpu-x86_64-native[avx,avx2,fma,sse4_2]-2c-[L1D32K]w8-cc-"  # as before units were known
+    xeon = Target(features=AVX2, cores=2, caches=((1, "Data", 32768),), fma_bits=512, load_bits=512)
+    assert xeon.key != base.key and "fma2x512l4-ld2x512" in xeon.key
+    with pytest.raises(tw.TilewrightError, match="fma_units"):
+        Target(fma_units=0)
+
+
+def test_host_execution_units_are_sane():
+    t = HOST
+    assert t.fma_units >= 1 and t.fma_bits in (128, 256, 512) and 3 <= t.fma_latency <= 6
+    assert t.load_ports >= 1 and t.load_bits in (128, 256, 512)

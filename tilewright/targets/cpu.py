@@ -1,5 +1,6 @@
-"""Host CPU detection: cores, ISA features, caches and compiler, read at run
-time (nothing assumes AVX-512 or AMX are present)."""
+"""Host CPU detection: cores, ISA features, caches, execution units (from the
+vendor, family and model) and compiler, read at run time (nothing assumes
+AVX-512 or AMX are present)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,56 @@ def _cpu_flags() -> set[str]:
         return set()
     m = re.search(r"^(flags|Features)\s*:\s*(.*)$", text, re.M)
     return set(m.group(2).split()) if m else set()
+
+
+def _cpu_identity() -> dict[str, str]:
+    """cpu0's vendor_id, cpu family, model and model name from /proc/cpuinfo (x86; empty elsewhere)."""
+    try:
+        text = open("/proc/cpuinfo").read()
+    except OSError:
+        return {}
+    out: dict[str, str] = {}
+    for line in text.split("\n\n", 1)[0].splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip() in ("vendor_id", "cpu family", "model", "model name"):
+            out[key.strip()] = value.strip()
+    return out
+
+
+def execution_units(vendor: str, family: int, model: int, name: str, features) -> dict[str, int]:
+    """The Target fields fma_units, fma_bits, fma_latency, load_ports, load_bits of an x86 core,
+    from its vendor, family, model and name (what /proc/cpuinfo says); Target's defaults (2 x 256-bit
+    FMA of latency 4, 2 x 256-bit loads: AVX2 cores from Zen 3 and Skylake on) where nothing is known.
+    - AMD Zen/Zen+ (family 0x17, model < 0x30): 128-bit units, FMA latency 5; Zen 2: 256-bit, latency 5;
+      Zen 3 and Zen 4 (0x19): 256-bit, latency 4, so Zen 4 runs a 512-bit FMA or load as two halves
+      (one zmm FMA per cycle); Zen 5 (0x1a) with AVX-512: full 512-bit units.
+    - Intel with AVX-512: Xeons two 512-bit FMA units (Silver and Bronze parts, and client cores,
+      fuse ports 0 and 1 into one: one zmm FMA per cycle, as 2 x 256 bits), 512-bit loads."""
+    units = {"fma_units": 2, "fma_bits": 256, "fma_latency": 4, "load_ports": 2, "load_bits": 256}
+    avx512 = "avx512f" in features
+    if vendor in ("AuthenticAMD", "HygonGenuine"):
+        if family == 0x17:
+            units.update(fma_latency=5, **({"fma_bits": 128, "load_bits": 128} if model < 0x30 else {}))
+        elif family >= 0x1A and avx512:
+            units.update(fma_bits=512, load_bits=512)
+    elif vendor == "GenuineIntel" and avx512:
+        units.update(load_bits=512)
+        if "Xeon" in name and not any(tier in name for tier in ("Silver", "Bronze")):
+            units.update(fma_bits=512)
+    return units
+
+
+def _execution_units(features) -> dict[str, int]:
+    ident = _cpu_identity()
+
+    def number(key):
+        try:
+            return int(ident.get(key, ""))
+        except ValueError:
+            return 0
+
+    return execution_units(ident.get("vendor_id", ""), number("cpu family"), number("model"),
+                           ident.get("model name", ""), features)
 
 
 def _sysfs_caches() -> list[dict]:
@@ -80,6 +131,7 @@ def host_target() -> Target:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     flags = _cpu_flags()
     caches = _sysfs_caches()
-    return Target(kind="cpu", arch=platform.machine(), cores=cores,
-                  features=frozenset(f for f in flags if f in KNOWN_FEATURES), isa="native", caches=_caches(caches),
-                  l1_ways=_l1_ways(caches), compiler=cc, compiler_version=compiler_version(cc))
+    features = frozenset(f for f in flags if f in KNOWN_FEATURES)
+    return Target(kind="cpu", arch=platform.machine(), cores=cores, features=features, isa="native",
+                  caches=_caches(caches), l1_ways=_l1_ways(caches), **_execution_units(features), compiler=cc,
+                  compiler_version=compiler_version(cc))

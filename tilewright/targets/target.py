@@ -24,6 +24,10 @@ KNOWN_FEATURES = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512
                   "avx512_bf16", "avx512_fp16", "amx_tile", "amx_int8", "amx_bf16", "avx_vnni")
 
 
+# (fma_units, fma_bits, fma_latency, load_ports, load_bits) of Target's defaults
+DEFAULT_EXECUTION_UNITS = (2, 256, 4, 2, 256)
+
+
 class _Detecting(type):
     """`Target("cuda")` (the kind alone, or a target string) detects; fields by keyword build data."""
 
@@ -44,6 +48,14 @@ class Target(metaclass=_Detecting):
     isa: str = "native"  # "native" or a key of ISA_FEATURES
     caches: tuple = ()  # ((level, kind, bytes), ...)
     l1_ways: int = 8  # L1 data cache associativity (x86 cores since Nehalem: 8 or 12)
+    # Execution units of one core, for the default schedule model (targets/cpu.py detects them).
+    # A vector op wider than its unit issues once per fma_bits of it: a 512-bit FMA on Zen 4's
+    # 256-bit units (or Intel client cores' fused ports 0+1) takes two unit-cycles, one zmm per cycle.
+    fma_units: int = 2  # FMA pipes
+    fma_bits: int = 256  # widest operation one pipe completes in one pass
+    fma_latency: int = 4  # cycles from an FMA's issue to its result
+    load_ports: int = 2  # vector loads issued per cycle
+    load_bits: int = 256  # widest load one port completes in one pass (Zen 4: a 512-bit load takes two)
     compiler: str = "cc"
     compiler_version: str = ""
     gpu: object = None  # targets.gpu.GpuFacts for cuda and opencl
@@ -54,6 +66,10 @@ class Target(metaclass=_Detecting):
         if self.kind != "cpu" and self.gpu is None:
             raise TilewrightError(f"a {self.kind} target needs its device facts (gpu=GpuFacts(...)); "
                                   f"Target({self.kind!r}) detects them")
+        for name, value in zip(("fma_units", "fma_bits", "fma_latency", "load_ports", "load_bits"),
+                               self.execution_units):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise TilewrightError(f"Target.{name} must be a positive int, got {value!r}")
 
     @property
     def is_gpu(self) -> bool:
@@ -80,6 +96,21 @@ class Target(metaclass=_Detecting):
         """Lanes of a native vector of elements of `dtype_bytes` (1 = scalar)."""
         return max(1, self.vector_bytes // dtype_bytes) if self.vector_bytes else 1
 
+    def fmas_per_cycle(self, bits: int) -> float:
+        """Vector FMAs of `bits` (one vector of that width) a core completes per cycle:
+        2 on AVX2 cores at 256 bits; at 512 bits 1 on Zen 4, 2 on Xeons with two 512-bit units."""
+        return self.fma_units * min(1.0, self.fma_bits / max(bits, 1))
+
+    def loads_per_cycle(self, bits: int) -> float:
+        """Vector loads of `bits` a core issues per cycle (a broadcast of one element counts as
+        a narrow load)."""
+        return self.load_ports * min(1.0, self.load_bits / max(bits, 1))
+
+    @property
+    def execution_units(self) -> tuple[int, int, int, int, int]:
+        """(fma_units, fma_bits, fma_latency, load_ports, load_bits)."""
+        return (self.fma_units, self.fma_bits, self.fma_latency, self.load_ports, self.load_bits)
+
     def has(self, feature: str) -> bool:
         return feature in self.features
 
@@ -100,13 +131,19 @@ class Target(metaclass=_Detecting):
     @property
     def key(self) -> str:
         """The full fingerprint records are filed under: everything a kernel's speed or legality
-        depends on. CPU: ISA features, cores used, cache sizes and L1 ways, compiler;
-        GPU: device name, architecture, driver and compiler versions."""
+        depends on. CPU: ISA features, cores used, cache sizes and L1 ways, execution units
+        (named only where they differ from the 2 x 256-bit FMA, latency 4, 2 x 256-bit load
+        units of AVX2 cores and Zen 4, so those keys are what they were before the units were
+        known), compiler; GPU: device name, architecture, driver and compiler versions."""
         if self.gpu is not None:
             return f"{self.kind}-{self.gpu.fingerprint}"
         feats = ",".join(sorted(self.features))
         caches = ",".join(f"L{lvl}{kind[0]}{size // 1024}K" for lvl, kind, size in sorted(self.caches))
-        return (f"{self.kind}-{self.arch}-{self.isa}[{feats}]-{self.cores}c-[{caches}]w{self.l1_ways}"
+        units = ""
+        if self.execution_units != DEFAULT_EXECUTION_UNITS:
+            fu, fb, lat, lp, lb = self.execution_units
+            units = f"-fma{fu}x{fb}l{lat}-ld{lp}x{lb}"
+        return (f"{self.kind}-{self.arch}-{self.isa}[{feats}]-{self.cores}c-[{caches}]w{self.l1_ways}{units}"
                 f"-{self.compiler}-{self.compiler_version}")
 
     def with_isa(self, isa: str) -> Target:
@@ -132,4 +169,6 @@ class Target(metaclass=_Detecting):
         if self.gpu is not None:
             return f"{self.kind} {self.gpu.name} ({self.gpu.arch})"
         vec = f"{self.vector_bytes * 8}-bit vectors" if self.vector_bytes else "scalar"
+        if self.vector_bytes * 8 > self.fma_bits:
+            vec += f" on {self.fma_bits}-bit units"
         return f"{self.kind} {self.arch} ({self.isa}, {vec}, {self.cores} cores, {self.compiler_version})"
