@@ -91,7 +91,19 @@ def rfactor_max():
     return s, [A, M]
 
 
-GOLDEN = {"gemm_tiled.c": gemm_tiled, "conv_inline_pad.c": conv_inline_pad, "rfactor_max.c": rfactor_max}
+def stride2_load():
+    """A width-2 sum pool along rows, vectorized along its output: A[i, 2j] and A[i, 2j + 1] are strided
+    vector loads (two contiguous loads and a shuffle each, codegen/strided.py), not an omp simd loop."""
+    A = tw.placeholder((3, 34), "float32", name="A")
+    B = tw.compute((3, 16), lambda i, j: A[i, 2 * j] + A[i, 2 * j + 1] * 0.5, name="B")
+    s = tw.create_schedule(B)
+    jo, ji = s[B].split(B.op.axis[1], factor=8)
+    s[B].vectorize(ji)
+    return s, [A, B]
+
+
+GOLDEN = {"gemm_tiled.c": gemm_tiled, "conv_inline_pad.c": conv_inline_pad, "rfactor_max.c": rfactor_max,
+          "stride2_load.c": stride2_load}
 
 
 @pytest.mark.parametrize("name", sorted(GOLDEN))
@@ -159,7 +171,7 @@ def _float64_reduction_unrolled():
 WALL = {
     "gemm_tiled": gemm_tiled, "conv_inline_pad": conv_inline_pad, "rfactor_max": rfactor_max,
     "elementwise_features": _elementwise_features, "small_dtypes": _small_dtypes, "heap_buffer": _heap_buffer,
-    "float64_reduction_unrolled": _float64_reduction_unrolled,
+    "float64_reduction_unrolled": _float64_reduction_unrolled, "stride2_load": stride2_load,
 }
 
 
