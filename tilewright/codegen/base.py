@@ -317,6 +317,8 @@ class CRenderer:
         if slots is None:
             return None
         if isinstance(index, Ramp):
+            if index.stride != 1:  # registers.py promotes only contiguous vector accesses
+                raise BuildError(f"register slots of '{buf.name}' read at stride {index.stride}")
             return slots[int(index.base.value)]
         offset, lanes = int(index.value), self.promoted_lanes[id(buf)]
         if lanes == 1:
