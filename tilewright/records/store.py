@@ -222,6 +222,13 @@ class Records:
                 ranked.append(replace(ok[-1], costs=tuple(c for r in ok for c in r.costs)))
         return sorted(ranked, key=lambda r: r.cost)[:max(0, int(k))]
 
+    def measurements(self, target: str) -> list[tuple[str, str, tuple[float, ...], str]]:
+        """(workload, point JSON, costs, error kind) of every record on `target`, oldest first, without
+        the traces: what a cost model trains on, read cheaply from a large store."""
+        rows = self._read("SELECT workload, point, costs, error_kind FROM records WHERE target = ? ORDER BY id",
+                          (target,))
+        return [(w, p, costs, ek) for w, p, c, ek in rows if (costs := _costs(c)) is not None]
+
     def workloads(self) -> list[tuple[str, str, str, int, float | None]]:
         """(workload, target, description, measurements, best cost) per tuned pair."""
         return self._read("SELECT workload, target, MAX(description), COUNT(*), MIN(cost) FROM records "
