@@ -61,6 +61,10 @@ class QMethod(SearchStrategy):
             out += self.random_unvisited(n - len(out), exclude=seen)
         return out
 
+    def discard(self, points) -> None:
+        for p in points:
+            self.pending.pop(p, None)
+
     def observe(self, points, costs) -> None:
         super().observe(points, costs)
         for p, c in zip(points, costs):

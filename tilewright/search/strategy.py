@@ -1,6 +1,7 @@
 """The interface every search method implements, and the memory they share:
 `propose(n)` points not measured before, `observe(points, costs)` after the
-measurements (cost = seconds, inf for a failed candidate)."""
+measurements (cost = seconds, inf for a failed candidate), `discard(points)`
+for proposals a cost model screened out."""
 
 from __future__ import annotations
 
@@ -32,6 +33,10 @@ class SearchStrategy:
 
     def propose(self, n: int) -> list[Point]:
         raise NotImplementedError
+
+    def discard(self, points: list[Point]) -> None:
+        """Proposed points that will not be measured now (a cost model preferred others); they stay
+        unvisited and may be proposed again."""
 
     def observe(self, points: list[Point], costs: list[float]) -> None:
         for p, c in zip(points, costs):

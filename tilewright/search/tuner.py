@@ -27,6 +27,7 @@ from ..space import Point
 from ..stats import median
 from ..te.tensor import PlaceholderOp, Tensor
 from . import make_strategy
+from .prescreen import Prescreen
 from .replay import schedule_from_trace, trace_of
 
 
@@ -56,6 +57,7 @@ class TuneResult:
     default_cost: float
     history: list[Trial] = field(default_factory=list)
     log_path: Path | None = None
+    cost_model: str = ""  # what the learned cost model did in this run (report line)
 
     @property
     def flops(self) -> int:
@@ -93,6 +95,8 @@ class TuneResult:
                 else ""
             lines.append(f"  best: {self.best_cost * 1e3:.4f} ms ({self.gflops:.1f} GFLOP/s{gain})")
             lines.append(f"  point: {self.best_point}")
+        if self.cost_model:
+            lines.append(f"  cost model: {self.cost_model}")
         if self.errors:
             lines.append("  failed candidates: " + ", ".join(f"{k} {v}" for k, v in sorted(self.errors.items())))
         if self.log_path:
@@ -147,14 +151,20 @@ class _Progress:
 
 def run_tuning(backend, tensors, tgt, trials: int = 200, method: str = "q", timeout: float = 10.0, seed: int = 0,
                records=None, early_stop: int | None = None, batch: int | None = None, warmup: int | None = None,
-               progress: bool | None = None, log=None, from_default: bool = True) -> TuneResult:
+               progress: bool | None = None, log=None, from_default: bool = True,
+               cost_model: str = "auto") -> TuneResult:
     """Search `trials` schedules of the program whose arguments are `tensors`
     (inputs and outputs, in kernel order) on target `tgt` through `backend`.
 
     The heuristic default point is measured first, with the next best
     register-tile shapes of the model, and the search starts from them;
     `from_default=False` leaves them out (to compare search methods from
-    scratch, as FlexTensor's Figure 7 does)."""
+    scratch, as FlexTensor's Figure 7 does).
+
+    `cost_model`: "auto" (default) pre-screens proposals with the learned
+    cost model once the target has enough measured schedules (of any
+    workload) to train it, "on" as soon as one can be fitted, "off" never
+    (search/prescreen.py)."""
     args, outputs = _split_args(tensors)
     _check_options(trials=trials, timeout=timeout, seed=seed, batch=batch, warmup=warmup, early_stop=early_stop)
     backend.require_space()
@@ -180,6 +190,7 @@ def run_tuning(backend, tensors, tgt, trials: int = 200, method: str = "q", time
         if p is not None:
             strategy.observe([p], [r.cost])
     strategy.trials = 0
+    screen = Prescreen(cost_model, backend, tgt, args, outputs, plan, space, store, wkey, seed)
 
     result = TuneResult(args, outputs, tgt, backend, space, plan, method, wkey, *strategy.best, math.inf,
                         log_path=log_path)
@@ -190,7 +201,7 @@ def run_tuning(backend, tensors, tgt, trials: int = 200, method: str = "q", time
     last_gain = 0
     default_times: list[float] = []  # every time this run takes of the default point
     n_errors = 0
-    with Measurer(outputs, args, tgt, backend, timeout=timeout, seed=seed) as measurer:
+    with Measurer(outputs, args, tgt, screen.backend, timeout=timeout, seed=seed) as measurer:
         if default in strategy.costs:
             result.default_cost = measurer.baseline = strategy.costs[default]
         seeds = backend.heuristic_points(space, plan, k=batch) if from_default else []
@@ -199,14 +210,12 @@ def run_tuning(backend, tensors, tgt, trials: int = 200, method: str = "q", time
             want = min(batch, trials - len(result.history))
             if queue:
                 points, queue = queue[:want], queue[want:]
-            elif len(result.history) < warmup or not strategy.costs:
-                points = strategy.random_unvisited(want)
             else:
-                points = strategy.propose(want)
+                points = screen.propose(strategy, want, warm=len(result.history) < warmup or not strategy.costs)
             if not points:
                 logf.write("space exhausted\n")
                 break
-            schedules = _instantiate(backend, outputs, plan, points)
+            schedules = screen.instantiate(points)
 
             def done(i, m, points=points, schedules=schedules):  # each measurement is committed at once
                 nonlocal last_gain, n_errors
@@ -230,6 +239,7 @@ def run_tuning(backend, tensors, tgt, trials: int = 200, method: str = "q", time
 
             measured = measurer.measure(schedules, on_result=done)
             strategy.observe(points, [m.cost for m in measured])
+            screen.observe(points, schedules, measured, trial=len(result.history))
             bar.update(len(result.history), result.best_cost, n_errors)
             if len(result.history) - last_gain >= early_stop:
                 logf.write(f"early stop: no improvement in {early_stop} trials\n")
@@ -237,6 +247,9 @@ def run_tuning(backend, tensors, tgt, trials: int = 200, method: str = "q", time
         _retime_finalists(result, store, tkey, measurer, lambda p, s, m: _record(
             store, wkey, tkey, p, s, m, method, seed, run_id, description), logf, default, default_times)
     bar.done()
+    screen.close()
+    result.cost_model = screen.report()
+    logf.write(f"cost model: {result.cost_model}\n")
     logf.close()
     if result.best_point is None and strategy.best[0] is not None:  # all from records
         result.best_point, result.best_cost = strategy.best
