@@ -3,8 +3,8 @@
 Order of work: inline stages marked compute_inline into their readers; give
 every tensor a buffer (arguments for `args`, allocations for the rest);
 build root stages' nests in dependency order with attached stages nested at
-their loops; then run the passes (flatten, simplify, unroll, vectorize,
-partition, verify)."""
+their loops; then run the passes (flatten, simplify, partition, unroll,
+vectorize, accumulators, registers, verify: lower/passes.py)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from ..te.tensor import PlaceholderOp
 from .bound import Region
 from .nest import LowerContext, infer_region, make_frame, make_nest, stage_buffer
 from .passes import run_passes
+from .registers import RegisterFile
 from .zero_taps import zero_box
 
 
@@ -90,7 +91,9 @@ def _check_args(s: Schedule, args) -> tuple:
     return args
 
 
-def lower(s: Schedule, args, name: str = "kernel", passes: bool = True) -> LoweredFunc:
+def lower(s: Schedule, args, name: str = "kernel", passes: bool = True,
+          registers: RegisterFile | None = None) -> LoweredFunc:
+    """`registers`: the register file of the target (default: the host's), which register tiles must fit."""
     args = as_tensor_list(args, "args")
     caller = tuple(tuple(t.shape) for t in args)
     args = _check_args(s, [s.views.get(id(t), t) for t in args])
@@ -130,7 +133,7 @@ def lower(s: Schedule, args, name: str = "kernel", passes: bool = True) -> Lower
             box = zero_box(st.op, st.tensor.shape)
             if box:
                 boxes[id(buf)] = box
-    return run_passes(func, boxes) if passes else func
+    return run_passes(func, boxes, registers) if passes else func
 
 
 def _attach_leaf(parent: Stage, axis):

@@ -1,4 +1,5 @@
-"""The ordered pass pipeline applied by `lower`."""
+"""The ordered pass pipeline applied by `lower`. `registers` is the register file
+register tiles must fit (default: the host's)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from .bounds_check import check_bounds
 from .flatten import flatten
 from .lane_sums import lane_sums
 from .partition import partition
-from .registers import promote_registers
+from .registers import RegisterFile, host_register_file, promote_registers
 from .simplify_stmt import simplify_stmt
 from .thread_loops import thread_loops
 from .unroll import unroll
@@ -21,7 +22,8 @@ from .widen import widen_indices
 from .zero_taps import skip_zero_taps
 
 
-def run_passes(func, zero_boxes: dict | None = None):
+def run_passes(func, zero_boxes: dict | None = None, registers: RegisterFile | None = None):
+    registers = registers or host_register_file()
     check_bounds(func)  # before any pass: accesses still have one index per tensor axis
     body = thread_loops(lower_vthreads(func.body))  # GPU kernels only; CPU bodies pass unchanged
     body = flatten(skip_zero_taps(body, zero_boxes or {}))
@@ -35,6 +37,6 @@ def run_passes(func, zero_boxes: dict | None = None):
     body = insert_barriers(body)
     body = simplify_stmt(body) or Seq(())
     func = widen_indices(replace(func, body=body))
-    func = replace(func, body=promote_registers(func.body))  # last: every access is final now
+    func = replace(func, body=promote_registers(func.body, registers.vector_bytes))  # last: every access is final now
     verify(func)
     return func

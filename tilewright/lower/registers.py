@@ -1,21 +1,55 @@
 """Register promotion, for every target: a local buffer that is read and
 written only at constant offsets (after unrolling) is marked to live in
 registers, one variable per slot (Allocate.register_lanes), instead of in
-memory that the backend compiler may or may not promote. After this pass,
-every Allocate whose register_lanes is L > 0 is accessed only at constant
-offsets: vector accesses of L lanes at multiples of L, scalar ones anywhere."""
+memory that the backend compiler may or may not promote.
+
+A slot is at most one machine vector (`vector_bytes`): a statement on such a
+buffer that is wider (a schedule vectorized by 16 floats on AVX2) is first
+split into one statement per machine vector, because GCC keeps a vector
+variable wider than its registers in memory and moves it through general
+registers on every use (measured: the TVM tutorial GEMM's 16-lane
+accumulators ran slower as variables than in the output array).
+
+After this pass, every Allocate whose register_lanes is L > 0 is accessed
+only at constant offsets: vector accesses of L lanes at multiples of L,
+scalar ones anywhere; and L elements fit in `vector_bytes` where a split
+could make them."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
-from ..ir.expr import Const, Load, Ramp
-from ..ir.stmt import Allocate, Scope, Stmt, Store
+from ..ir import arith
+from ..ir.expr import BinOp, Broadcast, Const, Expr, Load, Ramp
+from ..ir.stmt import Allocate, Scope, Stmt, Store, seq
 from ..ir.stmt_functor import map_stmt, stmt_exprs, walk_stmt
-from ..ir.traverse import walk
+from ..ir.traverse import children, structural_key, walk, with_children
+from .simplify import simplify
 
 
-def promote_registers(body: Stmt) -> Stmt:
+@dataclass(frozen=True)
+class RegisterFile:
+    """What a register tile must fit in: `count` vector registers of `vector_bytes` (0: scalars only)."""
+
+    vector_bytes: int
+    count: int
+
+    def lanes(self, dtype) -> int:
+        """Elements of `dtype` one register holds."""
+        return max(1, self.vector_bytes // dtype.scalar.bytes)
+
+
+def host_register_file() -> RegisterFile:
+    from ..targets import host_target
+
+    host = host_target()
+    return RegisterFile(host.vector_bytes, host.vector_registers)
+
+
+def promote_registers(body: Stmt, vector_bytes: int = 0) -> Stmt:
+    if vector_bytes:
+        body = _split_wide_statements(body, RegisterFile(vector_bytes, 0))
+
     def mark(s):
         if isinstance(s, Allocate):
             lanes = register_lanes(s)
@@ -60,5 +94,54 @@ def register_lanes(alloc: Allocate) -> int | None:
     return lanes
 
 
+# ---- statements wider than a register -------------------------------------------------------------------
 
-__all__ = ["MAX_REGISTER_SLOTS", "promote_registers", "register_lanes"]
+def _split_wide_statements(body: Stmt, regs: RegisterFile) -> Stmt:
+    """Each vector store wider than a machine vector that touches a buffer bound for
+    registers (with vector slots) -> one store per machine vector, in lane order."""
+    wide = {id(s.buffer) for s in walk_stmt(body) if isinstance(s, Allocate) and (register_lanes(s) or 1) > 1}
+    if not wide:
+        return body
+
+    def split(s: Stmt):
+        if not isinstance(s, Store) or s.value.dtype.lanes == 1:
+            return None
+        lanes = s.value.dtype.lanes
+        slots = [b for b in _buffers(s) if id(b) in wide]
+        if not slots:
+            return None
+        width = min(regs.lanes(b.dtype) for b in slots)  # pieces as wide as one register of the tile
+        if width >= lanes or lanes % width or not _pieces_independent(s):
+            return None
+        return seq(*[Store(s.buffer, tuple(_piece(i, n, width) for i in s.indices), _piece(s.value, n, width))
+                     for n in range(lanes // width)])
+
+    return map_stmt(body, split)
+
+
+def _buffers(s: Store) -> list:
+    return [s.buffer] + [n.tensor for e in (*s.indices, s.value) for n in walk(e) if isinstance(n, Load)]
+
+
+def _pieces_independent(s: Store) -> bool:
+    """Storing one piece cannot change what a later piece reads: the value reads the
+    stored buffer, if at all, only at the stored index (the elements of its own piece)."""
+    key = structural_key(s.indices[0])
+    return all(structural_key(n.indices[0]) == key for n in walk(s.value)
+               if isinstance(n, Load) and n.tensor is s.buffer)
+
+
+def _piece(e: Expr, n: int, width: int) -> Expr:
+    """Lanes [n * width, (n + 1) * width) of the elementwise vector expression `e`."""
+    if e.dtype.lanes == 1:
+        return e
+    if isinstance(e, Ramp):
+        base = e.base if n == 0 else simplify(arith.binary(BinOp.ADD, e.base, n * width * e.stride))
+        return Ramp(base, e.stride, width, e.dtype.with_lanes(width))
+    if isinstance(e, Broadcast):
+        return Broadcast(e.value, width, e.dtype.with_lanes(width))
+    new = with_children(e, tuple(_piece(c, n, width) for c in children(e)))
+    return replace(new, dtype=e.dtype.with_lanes(width))
+
+
+__all__ = ["MAX_REGISTER_SLOTS", "RegisterFile", "host_register_file", "promote_registers", "register_lanes"]

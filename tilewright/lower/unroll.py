@@ -14,17 +14,22 @@ from ..ir.traverse import substitute
 MAX_UNROLL = 64
 
 
+def unrolled_copies(loop: For) -> Stmt:
+    """One copy of the body of `loop` (constant begin and extent) per iteration."""
+    begin = int(loop.begin.value)
+    copies = []
+    for k in range(int(loop.extent.value)):
+        value = arith.const(begin + k, loop.var.dtype)
+        copies.append(map_stmt(loop.body, None, lambda e, v=value: substitute(e, {loop.var: v})))
+    return seq(*copies)
+
+
 def unroll(stmt: Stmt) -> Stmt:
     def fs(s: Stmt):
         if not (isinstance(s, For) and s.kind is ForKind.UNROLLED):
             return None
         if not (isinstance(s.begin, Const) and isinstance(s.extent, Const)) or s.extent.value > MAX_UNROLL:
             return None
-        begin = int(s.begin.value)
-        copies = []
-        for k in range(int(s.extent.value)):
-            value = arith.const(begin + k, s.var.dtype)
-            copies.append(map_stmt(s.body, None, lambda e, v=value: substitute(e, {s.var: v})))
-        return seq(*copies)
+        return unrolled_copies(s)
 
     return map_stmt(stmt, fs)
