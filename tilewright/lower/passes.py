@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..ir.stmt import Seq
+from .accumulators import promote_accumulators
 from .barriers import insert_barriers
 from .bounds_check import check_bounds
 from .flatten import flatten
@@ -34,6 +35,7 @@ def run_passes(func, zero_boxes: dict | None = None, registers: RegisterFile | N
     body = simplify_stmt(body) or Seq(())
     body = lane_sums(body)
     body = vectorize(body)
+    body = promote_accumulators(body, registers)  # after unroll/vectorize: accesses have their final shape
     body = insert_barriers(body)
     body = simplify_stmt(body) or Seq(())
     func = widen_indices(replace(func, body=body))

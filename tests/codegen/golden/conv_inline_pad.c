@@ -31,25 +31,33 @@ int32_t kernel(float *restrict X, float *restrict W, float *restrict bias, float
       for (int32_t h_outer = 0; h_outer < 2; ++h_outer) {
         for (int32_t h_inner = 0; h_inner < 2; ++h_inner) {
           for (int32_t w = 0; w < 5; ++w) {
-            conv_sum[(((h_outer * 10) + (h_inner * 5)) + w)] = 0.0f;
-            for (int32_t rc = 0; rc < 2; ++rc) {
-              for (int32_t rh = 0; rh < 3; ++rh) {
-                conv_sum[(((h_outer * 10) + (h_inner * 5)) + w)] = (conv_sum[(((h_outer * 10) + (h_inner * 5)) + w)] + ((((((((h_outer * 2) + h_inner) + rh) - 1) >= 0) && ((w - 1) >= 0)) ? X[((((((rc * 25) + (h_outer * 10)) + (h_inner * 5)) + (rh * 5)) + w) - 6)] : 0.0f) * W[(((ax1 * 18) + (rc * 9)) + (rh * 3))]));
-                conv_sum[(((h_outer * 10) + (h_inner * 5)) + w)] = (conv_sum[(((h_outer * 10) + (h_inner * 5)) + w)] + (((((((h_outer * 2) + h_inner) + rh) - 1) >= 0) ? X[((((((rc * 25) + (h_outer * 10)) + (h_inner * 5)) + (rh * 5)) + w) - 5)] : 0.0f) * W[((((ax1 * 18) + (rc * 9)) + (rh * 3)) + 1)]));
-                conv_sum[(((h_outer * 10) + (h_inner * 5)) + w)] = (conv_sum[(((h_outer * 10) + (h_inner * 5)) + w)] + ((((((((h_outer * 2) + h_inner) + rh) - 1) >= 0) && ((w + 1) < 5)) ? X[((((((rc * 25) + (h_outer * 10)) + (h_inner * 5)) + (rh * 5)) + w) - 4)] : 0.0f) * W[((((ax1 * 18) + (rc * 9)) + (rh * 3)) + 2)]));
+            {
+              float conv_sum_acc_0;
+              conv_sum_acc_0 = 0.0f;
+              for (int32_t rc = 0; rc < 2; ++rc) {
+                for (int32_t rh = 0; rh < 3; ++rh) {
+                  conv_sum_acc_0 = (conv_sum_acc_0 + ((((((((h_outer * 2) + h_inner) + rh) - 1) >= 0) && ((w - 1) >= 0)) ? X[((((((rc * 25) + (h_outer * 10)) + (h_inner * 5)) + (rh * 5)) + w) - 6)] : 0.0f) * W[(((ax1 * 18) + (rc * 9)) + (rh * 3))]));
+                  conv_sum_acc_0 = (conv_sum_acc_0 + (((((((h_outer * 2) + h_inner) + rh) - 1) >= 0) ? X[((((((rc * 25) + (h_outer * 10)) + (h_inner * 5)) + (rh * 5)) + w) - 5)] : 0.0f) * W[((((ax1 * 18) + (rc * 9)) + (rh * 3)) + 1)]));
+                  conv_sum_acc_0 = (conv_sum_acc_0 + ((((((((h_outer * 2) + h_inner) + rh) - 1) >= 0) && ((w + 1) < 5)) ? X[((((((rc * 25) + (h_outer * 10)) + (h_inner * 5)) + (rh * 5)) + w) - 4)] : 0.0f) * W[((((ax1 * 18) + (rc * 9)) + (rh * 3)) + 2)]));
+                }
               }
+              conv_sum[(((h_outer * 10) + (h_inner * 5)) + w)] = conv_sum_acc_0;
             }
           }
         }
       }
       for (int32_t w = 0; w < 5; ++w) {
-        conv_sum[(w + 20)] = 0.0f;
-        for (int32_t rc = 0; rc < 2; ++rc) {
-          for (int32_t rh = 0; rh < 3; ++rh) {
-            conv_sum[(w + 20)] = (conv_sum[(w + 20)] + (((((rh + 3) < 5) && ((w - 1) >= 0)) ? X[((((rc * 25) + (rh * 5)) + w) + 14)] : 0.0f) * W[(((ax1 * 18) + (rc * 9)) + (rh * 3))]));
-            conv_sum[(w + 20)] = (conv_sum[(w + 20)] + ((((rh + 3) < 5) ? X[((((rc * 25) + (rh * 5)) + w) + 15)] : 0.0f) * W[((((ax1 * 18) + (rc * 9)) + (rh * 3)) + 1)]));
-            conv_sum[(w + 20)] = (conv_sum[(w + 20)] + (((((rh + 3) < 5) && ((w + 1) < 5)) ? X[((((rc * 25) + (rh * 5)) + w) + 16)] : 0.0f) * W[((((ax1 * 18) + (rc * 9)) + (rh * 3)) + 2)]));
+        {
+          float conv_sum_acc_1_0;
+          conv_sum_acc_1_0 = 0.0f;
+          for (int32_t rc = 0; rc < 2; ++rc) {
+            for (int32_t rh = 0; rh < 3; ++rh) {
+              conv_sum_acc_1_0 = (conv_sum_acc_1_0 + (((((rh + 3) < 5) && ((w - 1) >= 0)) ? X[((((rc * 25) + (rh * 5)) + w) + 14)] : 0.0f) * W[(((ax1 * 18) + (rc * 9)) + (rh * 3))]));
+              conv_sum_acc_1_0 = (conv_sum_acc_1_0 + ((((rh + 3) < 5) ? X[((((rc * 25) + (rh * 5)) + w) + 15)] : 0.0f) * W[((((ax1 * 18) + (rc * 9)) + (rh * 3)) + 1)]));
+              conv_sum_acc_1_0 = (conv_sum_acc_1_0 + (((((rh + 3) < 5) && ((w + 1) < 5)) ? X[((((rc * 25) + (rh * 5)) + w) + 16)] : 0.0f) * W[((((ax1 * 18) + (rc * 9)) + (rh * 3)) + 2)]));
+            }
           }
+          conv_sum[(w + 20)] = conv_sum_acc_1_0;
         }
       }
       for (int32_t ax2 = 0; ax2 < 5; ++ax2) {

@@ -44,9 +44,13 @@ int32_t kernel(int32_t *restrict A, int32_t *restrict M) {
       M_rf[(i * 4)] = tw_max_int32(M_rf[(i * 4)], A[((i * 21) + 20)]);
     }
     for (int32_t i_1 = 0; i_1 < 4; ++i_1) {
-      M[i_1] = INT32_MIN;
-      for (int32_t r_inner_v = 0; r_inner_v < 4; ++r_inner_v) {
-        M[i_1] = tw_max_int32(M[i_1], M_rf[((i_1 * 4) + r_inner_v)]);
+      {
+        int32_t M_acc_0;
+        M_acc_0 = INT32_MIN;
+        for (int32_t r_inner_v = 0; r_inner_v < 4; ++r_inner_v) {
+          M_acc_0 = tw_max_int32(M_acc_0, M_rf[((i_1 * 4) + r_inner_v)]);
+        }
+        M[i_1] = M_acc_0;
       }
     }
   }

@@ -1,0 +1,307 @@
+"""Accumulator promotion: a reduction that a schedule leaves accumulating in a
+global buffer (no cache_write) across a reduce loop gets its tile in a local
+buffer, which register promotion (registers.py) then turns into variables.
+
+After this pass, for every reduce loop L (serial, constant extent, no
+parallel or GPU-thread loop and no barrier inside) and every global buffer X
+stored inside L and not allocated there, where every access to X inside L is
+unconditional and, once the short serial spatial loops inside L whose
+variables index X are unrolled, is at the same L-invariant base plus a
+constant offset (vectors of one width, not overlapping, every element read
+also written): those loops are unrolled, the accesses read and write a local
+buffer `X.acc` holding the tile, which is loaded from X before L (or set to
+the constants that init stores right before L gave X, which are then
+dropped) and stored to X after L. A tile is promoted only where it fits in
+the target's registers, RESERVED_REGISTERS left for operands (and
+registers.py accepts it); the outermost such loop wins. Elsewhere nothing
+changes. The spatial loops are unrolled here, not required to be unrolled by
+the schedule, because the tutorial-style schedule vectorizes the inner
+columns and unrolls rows but leaves the short loop of vectors between them.
+
+Legal because nothing else touches X while L runs: kernel arguments are
+distinct, non-overlapping arrays (restrict; the runtime computes an output
+that overlaps an input through a copy), intermediate buffers are distinct
+allocations, and no other thread runs inside L. Every slot is written in L,
+so storing the tile back writes only what L wrote, and every slot is
+accessed unconditionally in L, so loading it before L reads only what L
+would have read (in bounds: a guarded tail of a non-divisible split keeps
+its accesses in memory)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ..ir import arith
+from ..ir.expr import AxisKind, Broadcast, Const, Expr, IterVar, Load, Ramp
+from ..ir.stmt import Allocate, Barrier, Buffer, For, ForKind, IfThenElse, LetStmt, Scope, Seq, Stmt, Store, seq
+from ..ir.stmt_functor import map_stmt, stmt_exprs, walk_stmt
+from ..ir.traverse import free_vars, transform, walk
+from .registers import MAX_REGISTER_SLOTS, RegisterFile, register_lanes
+from .simplify import simplify, to_linear
+from .unroll import unrolled_copies
+
+# registers a tile leaves to the statements accumulating into it: a broadcast, loaded vectors, temporaries
+RESERVED_REGISTERS = 4
+
+_SEQUENTIAL = (ForKind.SERIAL, ForKind.UNROLLED, ForKind.ROLLED)  # kinds a reduce loop L may have
+_UNROLLABLE = (ForKind.SERIAL, ForKind.UNROLLED)  # kinds of the spatial loops inside L this pass unrolls
+
+
+def promote_accumulators(stmt: Stmt, regs: RegisterFile) -> Stmt:
+    if isinstance(stmt, Seq):
+        out: list[Stmt] = []
+        for child in stmt.stmts:
+            if _is_reduce_loop(child):
+                new, consumed = _promote_loop(child, out, regs)
+                del out[len(out) - consumed:]
+                out.append(new)
+            else:
+                out.append(promote_accumulators(child, regs))
+        return seq(*out)
+    if _is_reduce_loop(stmt):
+        return _promote_loop(stmt, [], regs)[0]
+    if isinstance(stmt, (For, Allocate, LetStmt)):
+        return replace(stmt, body=promote_accumulators(stmt.body, regs))
+    if isinstance(stmt, IfThenElse):
+        orelse = promote_accumulators(stmt.orelse, regs) if stmt.orelse is not None else None
+        return replace(stmt, then=promote_accumulators(stmt.then, regs), orelse=orelse)
+    return stmt
+
+
+def _is_reduce_loop(s: Stmt) -> bool:
+    return (isinstance(s, For) and s.kind in _SEQUENTIAL and isinstance(s.var, IterVar)
+            and s.var.kind is AxisKind.REDUCE and isinstance(s.extent, Const) and s.extent.value >= 1)
+
+
+def _promote_loop(loop: For, before: list[Stmt], regs: RegisterFile) -> tuple[Stmt, int]:
+    """`loop` with the buffers it accumulates promoted (inner reduce loops tried for
+    the rest), and how many statements at the end of `before` it absorbed (folded inits)."""
+    layers, consumed = [], 0
+    if _runs_alone(loop):
+        for buf in _stored_globals(loop):
+            got = _promote(loop, buf, before[:len(before) - consumed], regs)
+            if got is not None:
+                loop, layer, n = got
+                layers.append(layer)
+                consumed += n
+    out: Stmt = replace(loop, body=promote_accumulators(loop.body, regs))
+    for local, inits, backs in reversed(layers):
+        out = Allocate(local, seq(*inits, out, *backs))
+    return out, consumed
+
+
+def _runs_alone(loop: For) -> bool:
+    """No other thread runs inside `loop`, and no barrier waits there."""
+    return not any(isinstance(s, Barrier) or (isinstance(s, For) and s.kind in (ForKind.PARALLEL,
+                   ForKind.THREAD_BINDING)) for s in walk_stmt(loop.body))
+
+
+def _stored_globals(loop: For) -> list[Buffer]:
+    allocated = {id(s.buffer) for s in walk_stmt(loop.body) if isinstance(s, Allocate)}
+    out: dict[int, Buffer] = {}
+    for s in walk_stmt(loop.body):
+        if isinstance(s, Store) and s.buffer.scope is Scope.GLOBAL and id(s.buffer) not in allocated:
+            out.setdefault(id(s.buffer), s.buffer)
+    return list(out.values())
+
+
+# ---- one buffer in one loop ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Access:
+    index: Expr  # as written: a scalar, or a Ramp of stride 1
+    is_store: bool
+    guarded: bool  # under a branch, or a loop that may not run, inside L
+
+
+@dataclass(frozen=True)
+class _Tile:
+    base: frozenset  # the L-invariant part of every index: (structural key, coefficient) pairs
+    lanes: int
+    slots: dict  # constant offset -> index expression of X there (valid outside L)
+
+
+def _promote(loop: For, buf: Buffer, before: list[Stmt], regs: RegisterFile):
+    """(L rewritten, (local buffer, stores before L, stores after L), init statements absorbed), or None."""
+    unroll = _loops_to_unroll(loop, buf)
+    if unroll is None:
+        return None
+    body = _unroll_vars(loop.body, unroll)
+    tile = _tile(loop, body, buf)
+    if tile is None or len(tile.slots) * -(-tile.lanes // regs.lanes(buf.dtype)) > regs.count - RESERVED_REGISTERS:
+        return None  # registers needed: a slot wider than a register takes several (registers.py splits it)
+    local = Buffer(f"{buf.name}.acc", (len(tile.slots) * tile.lanes,), buf.dtype, Scope.LOCAL)
+    position = {off: n * tile.lanes for n, off in enumerate(sorted(tile.slots))}
+    dtype = buf.dtype.with_lanes(tile.lanes)
+
+    def local_index(index: Expr) -> Expr:
+        at = position[_offset(index)[1]]
+        scalar = index.base.dtype if isinstance(index, Ramp) else index.dtype
+        return Ramp(arith.const(at, scalar), 1, tile.lanes, index.dtype) if tile.lanes > 1 else arith.const(at, scalar)
+
+    def load(e: Expr):
+        return Load(local, (local_index(e.indices[0]),), e.dtype) if isinstance(e, Load) and e.tensor is buf else None
+
+    def store(s: Stmt):
+        return Store(local, (local_index(s.indices[0]),), s.value) if isinstance(s, Store) and s.buffer is buf else None
+
+    body = map_stmt(body, store, lambda e: transform(e, load))
+    folded, consumed = _folded_init(before, buf, tile)
+    inits, backs = [], []
+    for off, index in sorted(tile.slots.items()):
+        mine = local_index(index)
+        inits.append(Store(local, (mine,), folded[off] if folded else Load(buf, (index,), dtype)))
+        backs.append(Store(buf, (index,), Load(local, (mine,), dtype)))
+    new_loop = replace(loop, body=body)
+    if not register_lanes(Allocate(local, seq(*inits, new_loop, *backs))):
+        return None  # it would stay in memory: no better than X itself
+    return new_loop, (local, inits, backs), consumed
+
+
+def _loops_to_unroll(loop: For, buf: Buffer) -> set[int] | None:
+    """ids of the variables of the loops inside `loop` that index `buf` (all short,
+    serial, spatial, constant: to be unrolled), or None where one cannot be."""
+    out: set[int] = set()
+    ok = True
+
+    def visit(s: Stmt, copies: int) -> None:
+        nonlocal ok
+        if isinstance(s, For):
+            if any(v is s.var for a in _accesses(s.body, buf) for v in free_vars(a.index)):
+                if not (s.kind in _UNROLLABLE and isinstance(s.var, IterVar) and s.var.kind is AxisKind.SPATIAL
+                        and isinstance(s.begin, Const) and isinstance(s.extent, Const)):
+                    ok = False
+                    return
+                copies *= int(s.extent.value)
+                if copies > MAX_REGISTER_SLOTS:
+                    ok = False
+                    return
+                out.add(id(s.var))
+            visit(s.body, copies)
+        elif isinstance(s, Seq):
+            for c in s.stmts:
+                visit(c, copies)
+        elif isinstance(s, IfThenElse):
+            visit(s.then, copies)
+            if s.orelse is not None:
+                visit(s.orelse, copies)
+        elif isinstance(s, (Allocate, LetStmt)):
+            visit(s.body, copies)
+
+    visit(loop.body, 1)
+    return out if ok else None
+
+
+def _unroll_vars(body: Stmt, var_ids: set[int]) -> Stmt:
+    if not var_ids:
+        return body
+    return map_stmt(body, lambda s: unrolled_copies(s) if isinstance(s, For) and id(s.var) in var_ids else None)
+
+
+def _tile(loop: For, body: Stmt, buf: Buffer) -> _Tile | None:
+    """The tile `buf` is accessed at in `body` (the loop's unrolled body), if it is one."""
+    inner = {id(loop.var)} | {id(s.var) for s in walk_stmt(body) if isinstance(s, (For, LetStmt))}
+    accesses = _accesses(body, buf)
+    stores = [a for a in accesses if a.is_store]
+    if not stores or any(a.guarded for a in accesses):
+        return None
+    slots: dict[int, Expr] = {}
+    read: set[int] = set()
+    shape = None
+    for a in accesses:
+        key = _offset(a.index)
+        if key is None or any(id(v) in inner for v in free_vars(a.index)):
+            return None
+        base, off, lanes = key
+        if shape is None:
+            shape = (base, lanes)
+        elif shape != (base, lanes):
+            return None
+        if a.is_store:
+            slots.setdefault(off, a.index)
+        else:
+            read.add(off)
+    starts = sorted(slots)
+    if not read <= set(starts) or any(b - a < shape[1] for a, b in zip(starts, starts[1:])):
+        return None
+    return _Tile(shape[0], shape[1], slots)
+
+
+def _offset(index: Expr):
+    """(L-invariant base, constant offset, lanes) of an index, None if it reads memory or strides."""
+    lanes = 1
+    if isinstance(index, Ramp):
+        if index.stride != 1:
+            return None
+        index, lanes = index.base, index.lanes
+    if any(isinstance(n, Load) for n in walk(index)):
+        return None  # data-dependent: the data may change inside L
+    lin = to_linear(simplify(index))
+    return frozenset((k, c) for k, (_, c) in lin.terms.items()), lin.const, lanes
+
+
+def _accesses(stmt: Stmt, buf: Buffer, guarded: bool = False) -> list[_Access]:
+    out: list[_Access] = []
+    for e in stmt_exprs(stmt):
+        out += [_Access(n.indices[0], False, guarded) for n in walk(e) if isinstance(n, Load) and n.tensor is buf]
+    if isinstance(stmt, Store) and stmt.buffer is buf:
+        out.append(_Access(stmt.indices[0], True, guarded))
+    elif isinstance(stmt, Seq):
+        for c in stmt.stmts:
+            out += _accesses(c, buf, guarded)
+    elif isinstance(stmt, IfThenElse):
+        out += _accesses(stmt.then, buf, True)
+        if stmt.orelse is not None:
+            out += _accesses(stmt.orelse, buf, True)
+    elif isinstance(stmt, For):
+        runs = isinstance(stmt.extent, Const) and stmt.extent.value >= 1
+        out += _accesses(stmt.body, buf, guarded or not runs)
+    elif isinstance(stmt, (Allocate, LetStmt)):
+        out += _accesses(stmt.body, buf, guarded)
+    return out
+
+
+# ---- folding the init stores right before L ---------------------------------------------------------
+
+def _folded_init(before: list[Stmt], buf: Buffer, tile: _Tile) -> tuple[dict | None, int]:
+    """The constant each slot gets from init stores to exactly the tile, made by the
+    statements at the end of `before`, and how many those are; (None, 0) if none do."""
+    values: dict[int, Expr] = {}
+    for n in range(1, len(before) + 1):
+        stores = _constant_stores(before[-n], buf)
+        if stores is None:
+            return None, 0
+        for s in stores:
+            key = _offset(s.indices[0])
+            if key is None or key[0] != tile.base or key[2] != tile.lanes or key[1] not in tile.slots \
+                    or key[1] in values:
+                return None, 0
+            values[key[1]] = s.value
+        if len(values) == len(tile.slots):
+            return values, n
+    return None, 0
+
+
+def _constant_stores(stmt: Stmt, buf: Buffer) -> list[Store] | None:
+    """The stores of `stmt` once its loops are unrolled, if it is a nest of short
+    serial spatial loops around stores of constants to `buf` and nothing else."""
+    copies = 1
+    for s in walk_stmt(stmt):
+        if isinstance(s, For):
+            if not (s.kind in _UNROLLABLE and isinstance(s.var, IterVar) and s.var.kind is AxisKind.SPATIAL
+                    and isinstance(s.begin, Const) and isinstance(s.extent, Const)):
+                return None
+            copies *= int(s.extent.value)
+        elif isinstance(s, Store):
+            value = s.value.value if isinstance(s.value, Broadcast) else s.value
+            if s.buffer is not buf or not isinstance(value, Const):
+                return None
+        elif not isinstance(s, Seq):
+            return None
+    if copies > MAX_REGISTER_SLOTS:
+        return None
+    flat = _unroll_vars(stmt, {id(s.var) for s in walk_stmt(stmt) if isinstance(s, For)})
+    return [s for s in walk_stmt(flat) if isinstance(s, Store)]
+
+
+__all__ = ["RESERVED_REGISTERS", "promote_accumulators"]
