@@ -9,6 +9,8 @@ import tilewright as tw
 from tilewright.ir.stmt import Store
 from tilewright.ir.stmt_functor import walk_stmt
 from tilewright.space import apply_cpu, cpu_space, default_point, heuristic_points
+from tilewright.space.cpu import pack_repeats
+from tilewright.space.cpu_knobs import PACK
 
 
 def gemm(n=24, m=40, k=18):
@@ -101,7 +103,7 @@ def test_default_vectorizes_output_channels_when_rows_are_short():
     space, plan = cpu_space(out, target)
     p = default_point(space, plan)
     assert plan.main.spatial[space.knobs["vec_axis"].options[p["vec_axis"]]].name == "o"
-    assert p["pack.w"] == 1
+    assert PACK[p["pack.w"]] in ("outer", "root")  # root: the parallel loop fuses h, which does not index w
     kernel = tw.build(apply_cpu(out, plan, p), [*inputs, out], target=target)
     _check(out, inputs, kernel)
     assert "conv2d_sum_local[" not in kernel.source  # promoted to registers
@@ -109,7 +111,7 @@ def test_default_vectorizes_output_channels_when_rows_are_short():
 
 
 @pytest.mark.parametrize("vec_axis", [0, 1])
-@pytest.mark.parametrize("pack", [0, 1, 2])
+@pytest.mark.parametrize("pack", range(len(PACK)))
 def test_every_vector_axis_and_packing_is_correct(vec_axis, pack):
     target = tw.as_target("cpu")
     inputs, out = conv_bias_relu()
@@ -136,7 +138,7 @@ def test_reduce_loops_stay_rolled_around_a_register_tile_that_fills_the_register
     loops rolled (the compiler would spill sharing operands across unrolled copies); the other
     choice is among the first points measured."""
     from tilewright.space.cpu import vector_width
-    from tilewright.space.cpu_default import ROLL_FREE_REGISTERS
+    from tilewright.space.cpu_tiles import ROLL_FREE_REGISTERS
 
     target = _host_with_lanes(8)
     for _inputs, out in (gemm(96, 64, 32), conv_bias_relu()):
@@ -205,7 +207,8 @@ def test_reduction_blocking_when_the_operand_panel_outgrows_l2():
 def test_reduction_blocking_for_l1_when_one_channel_slab_fits():
     """A 3x3 conv over 256 channels: the weight panel of one output-channel vector block
     (256 x 9 x 16 x 4 B = 147 KB) outgrows 3 x L1 but fits L2, so the default blocks the
-    channel loop to a third of L1 and packs the panel once per outer block."""
+    channel loop to a third of L1 and packs the panel once (per outer block, or once per call
+    where the parallel loop runs over blocks that do not index the weights)."""
     from dataclasses import replace
 
     target = _host_with_lanes(8)
@@ -216,7 +219,8 @@ def test_reduction_blocking_for_l1_when_one_channel_slab_fits():
     space, plan = cpu_space(out, caches)
     p = default_point(space, plan)
     block = p["split.rc"][1] * 9 * p["split.o"][2] * 4
-    assert p["reduce_block"] == 1 and block <= 32 * 1024 // 3 and p["pack.w"] == 1
+    assert p["reduce_block"] == 1 and block <= 32 * 1024 // 3
+    assert PACK[p["pack.w"]] in ("outer", "root") and pack_repeats(plan, p, w) == 1
     _check(out, [x, w], tw.build(apply_cpu(out, plan, p), [x, w, out], target=target))
 
 
@@ -249,7 +253,7 @@ def test_bilinear_default_streams_its_weight_once_per_row_block():
     the batch loop (which does not index w) inside the blocked reduction, and no middle tiles
     along m, so every core reads its own rows of w once instead of once per batch tile; it
     vectorizes along the batch (w along m would need a transposed copy of all of w for few
-    uses); nothing is packed per block while the whole panel fits in L2."""
+    uses); nothing is packed per block while the whole panel fits in L2, and nothing twice."""
     from dataclasses import replace
 
     target = _host_with_lanes(8)
@@ -261,14 +265,16 @@ def test_bilinear_default_streams_its_weight_once_per_row_block():
     assert vec == "n" and p["reduce_block"] == 1 and p["split.k1"][0] > 1
     batch_tiles = 32 // _tile(space, plan, p, "n")
     assert p["split.n"][0] <= max(1, batch_tiles // 2) and p["split.m"][1] == 1
-    assert p["pack.x2"] == 1 and p["pack.x1"] == 1 and p["pack.w"] == 0
+    assert PACK[p["pack.w"]] == "none"
+    for t in inputs[:2]:
+        assert PACK[p[f"pack.{t.name}"]] in ("outer", "root") and pack_repeats(plan, p, t) == 1
     _check(out, inputs, tw.build(apply_cpu(out, plan, p), [*inputs, out], target=target))
 
 
 def test_blocked_bilinear_packs_per_block_only_what_the_blocked_loop_indexes():
     """When the panel outgrows a (pretend) 32 KB L2, operands are packed per reduction block
-    only if the blocked loop (k1) indexes them: x1[n, k1] per block, x2[n, k2] once per outer
-    block (it is the same for every block of k1)."""
+    only if the blocked loop (k1) indexes them: x1[n, k1] per block, x2[n, k2] once (it is the
+    same for every block of k1)."""
     from dataclasses import replace
 
     target = _host_with_lanes(8)
@@ -276,7 +282,7 @@ def test_blocked_bilinear_packs_per_block_only_what_the_blocked_loop_indexes():
     inputs, out = bilinear_form()
     space, plan = cpu_space(out, small)
     p = default_point(space, plan)
-    assert p["reduce_block"] == 1 and p["pack.x1"] == 2 and p["pack.x2"] == 1
+    assert p["reduce_block"] == 1 and PACK[p["pack.x1"]] == "tile" and pack_repeats(plan, p, inputs[1]) == 1
     _check(out, inputs, tw.build(apply_cpu(out, plan, p), [*inputs, out], target=target))
 
 
@@ -351,7 +357,7 @@ def test_packing_cost_counts_only_transposing_copies():
     """The register-tile model charges a packed copy that reorders an operand for the vector (a
     conv's w[o, c, 1, 1] along o), spread over every tile step; a transposed conv's w[c, o, 1, 1]
     is already contiguous along o and costs nothing."""
-    from tilewright.space.cpu_default import _pack_cycles
+    from tilewright.space.cpu_tiles import pack_cycles
 
     target = _host_with_lanes(8)
     x = tw.placeholder((1, 64, 14, 14), "float32", name="x")
@@ -361,4 +367,4 @@ def test_packing_cost_counts_only_transposing_copies():
         space, plan = cpu_space(op(x, w), target)
         o = next(n for n, lp in enumerate(plan.main.spatial) if lp.name == "o")
         assert any(t is w for t in plan.main.inputs)  # the main node reads w itself
-        assert (_pack_cycles(plan, w, {}, o, 16) > 0) == charged
+        assert (pack_cycles(plan, w, {}, o, 16) > 0) == charged

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 
+from ..ir.traverse import free_vars
 from ..schedule import Schedule, create_schedule
 from ..targets import Target
 from .cpu_knobs import (
@@ -44,6 +45,7 @@ from .cpu_plan import (
     CpuPlan,
     indexing_dims,
     lane_reduce_loop,
+    main_loads,
     make_plan,
     outer_orders,
     spatial_positions,
@@ -113,6 +115,32 @@ def _outer_loop_for(plan: CpuPlan, tensor, outer: list, order, nfuse: int, par):
     it, so the packed copy is reused across the outer loops that do not."""
     deepest = max((order.index(p) for p in spatial_positions(plan, tensor, exact=True)), default=0)
     return par if deepest < nfuse or deepest >= len(outer) else outer[deepest]
+
+
+def pack_repeats(plan: CpuPlan, point: Point, tensor) -> int:
+    """How many times `point` packs each element of `tensor` in one call (0: not packed):
+    the trip count of the loops around its pack that do not index it. A pack once per
+    outer block repeats where the parallel loop fuses loops that do not index the
+    operand (a conv's weights under a fused o x h loop: once per output row)."""
+    choice = pack_choice(point, tensor)
+    if choice in ("none", "root"):
+        return int(choice == "root")
+    sp = plan.main.spatial
+    indexed = set(spatial_positions(plan, tensor, exact=True))
+    parts = [split_of(point, lp) or (lp.extent, 1, 1) for lp in sp]
+    order = outer_orders(plan)[option(point, "outer_order", 0)] if sp else ()
+    nfuse = fused_count(point)
+    if choice == "outer":
+        deepest = max((order.index(p) for p in indexed), default=0)
+        around = order[:nfuse] if deepest < nfuse or deepest >= len(order) else order[:deepest + 1]
+        return math.prod(parts[p][0] for p in around if p not in indexed)
+    if option(point, "reduce_block", 0) and plan.main.reduce:  # per block of the first reduce loop
+        first = reduce_orders(len(plan.main.reduce))[option(point, "reduce_order", 0)][0]
+        axis = plan.main.tensor.op.reduce_axis[first]
+        blocks = 1 if any(axis in free_vars(i) for n in main_loads(plan, tensor) for i in n.indices) else \
+            (split_of(point, plan.main.reduce[first]) or (plan.main.reduce[first].extent,))[0]
+        return blocks * math.prod(parts[p][0] for p in range(len(sp)) if p not in indexed)
+    return math.prod(parts[p][0] * parts[p][1] for p in range(len(sp)) if p not in indexed)
 
 
 def apply_cpu(outputs, plan: CpuPlan, point: Point) -> Schedule:
@@ -217,7 +245,9 @@ def apply_cpu(outputs, plan: CpuPlan, point: Point) -> Schedule:
         choice = pack_choice(point, t)
         if choice != "none":
             packed = s.cache_read(t, "global", [M])
-            if choice == "outer":
+            if choice == "root":
+                _parallel_root(s[packed], plan.cores, 1)
+            elif choice == "outer":
                 s[packed].compute_at(A, _outer_loop_for(plan, t, outer, outer_order, nfuse, par))
             elif blocked and r0s:  # one reduce block's panel at a time
                 s[packed].compute_at(M, r0s[0])

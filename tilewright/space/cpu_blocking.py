@@ -8,11 +8,12 @@ from __future__ import annotations
 import math
 
 from .cpu import BLOCK_ACC_BYTES
-from .cpu_plan import CpuPlan, loads_of, outer_orders, spatial_positions, vector_axes
+from .cpu_knobs import PACK, fused_count, option, pack_choice, pack_key, split_key, tile_factor
+from .cpu_plan import CpuPlan, main_loads, outer_orders, spatial_positions, vector_axes
 from .space import Point, Space
 
 
-def wants_blocking(space: Space, plan: CpuPlan, tile: tuple[int, dict, dict]) -> bool:
+def wants_blocking(space: Space, plan: CpuPlan, tiles: dict) -> bool:
     """Block the reduction when the operand panel one register tile streams
     outgrows three times L1 (every tile would stream it from L2). Measured, same-run
     A/B against the unblocked default: weight panels of 110-295 KB (c3d_2, YOLO conv6,
@@ -20,8 +21,8 @@ def wants_blocking(space: Space, plan: CpuPlan, tile: tuple[int, dict, dict]) ->
     and 37 KB (conv2) slower."""
     if "reduce_block" not in space.knobs or not vector_axes(plan):
         return False
-    panel = _panel(plan, tile[1])
-    return panel is not None and _footprint(plan, panel, tile[1]) * panel.dtype.bytes > 3 * plan.l1_bytes
+    panel = _panel(plan, tiles)
+    return panel is not None and _footprint(plan, panel, tiles) * panel.dtype.bytes > 3 * plan.l1_bytes
 
 
 def _footprint(plan: CpuPlan, tensor, tiles: dict, fixed=None) -> int:
@@ -35,7 +36,7 @@ def _footprint(plan: CpuPlan, tensor, tiles: dict, fixed=None) -> int:
     ranged = {id(a): (0, tiles.get(lp.name, 1) - 1) for a, lp in zip(op.axis, plan.main.spatial)}
     ranged.update({id(a): (0, 0 if lp is fixed else lp.extent - 1) for a, lp in zip(op.reduce_axis, plan.main.reduce)})
     best = 0
-    for n in loads_of(plan.main, tensor):
+    for n in main_loads(plan, tensor):
         spans = [interval(i, ranged) for i in n.indices]
         best = max(best, math.prod(s.width + 1 if s is not None else d for s, d in zip(spans, tensor.shape)))
     return best
@@ -50,7 +51,7 @@ def _panel(plan: CpuPlan, tiles: dict):
     from ..ir.traverse import free_vars
 
     reduce_vars = {id(a) for a in plan.main.tensor.op.reduce_axis}
-    streamed = [t for t in plan.main.inputs if any(id(v) in reduce_vars for n in loads_of(plan.main, t)
+    streamed = [t for t in plan.main.inputs if any(id(v) in reduce_vars for n in main_loads(plan, t)
                                                    for i in n.indices for v in free_vars(i))]
     return max(streamed, key=lambda t: _footprint(plan, t, tiles), default=None)
 
@@ -63,7 +64,7 @@ def _slab_loop(plan: CpuPlan, panel):
 
     loops = list(zip(plan.main.reduce, plan.main.tensor.op.reduce_axis))
     best = None
-    for n in loads_of(plan.main, panel):
+    for n in main_loads(plan, panel):
         for d, index in enumerate(n.indices):
             hits = [lp for lp, axis in loops if axis in free_vars(index) and lp.extent > 1]
             if hits and (best is None or d < best[0]):
@@ -94,15 +95,15 @@ def reduction_blocked(space: Space, plan: CpuPlan, p: Point, tiles: dict) -> Poi
                 default=1)
     acc = (plan.l1_bytes // 4 if in_l1 else BLOCK_ACC_BYTES // 2) // plan.main.tensor.dtype.bytes
     for lp in plan.main.spatial:
-        acc //= max(1, p[f"split.{lp.name}"][2]) if f"split.{lp.name}" in space.knobs else 1
-    p = p.replace(f"split.{blocked_loop.name}", (blocked_loop.extent // inner, inner)).replace("reduce_block", 1)
+        acc //= max(1, tile_factor(p, lp))
+    p = p.replace(split_key(blocked_loop), (blocked_loop.extent // inner, inner)).replace("reduce_block", 1)
     for lp in plan.main.reduce:
-        if lp is not blocked_loop and f"split.{lp.name}" in space.knobs:
-            p = p.replace(f"split.{lp.name}", (1, lp.extent))
+        if lp is not blocked_loop and split_key(lp) in space.knobs:
+            p = p.replace(split_key(lp), (1, lp.extent))
     panel_loops = set(spatial_positions(plan, panel, exact=True))
     for n in reversed(range(len(plan.main.spatial))):  # middle tiles, innermost loops first
         lp = plan.main.spatial[n]
-        key = f"split.{lp.name}"
+        key = split_key(lp)
         if n in panel_loops or key not in space.knobs or acc < 2:
             continue
         o, _, t = p[key]
@@ -114,9 +115,9 @@ def reduction_blocked(space: Space, plan: CpuPlan, p: Point, tiles: dict) -> Poi
     if not in_l1 or whole > plan.l2_bytes:
         blocked_axis = plan.main.tensor.op.reduce_axis[plan.main.reduce.index(blocked_loop)]
         for t in plan.packable:
-            per_block = any(blocked_axis in free_vars(i) for n in loads_of(plan.main, t) for i in n.indices)
-            if per_block and f"pack.{t.name}" in space.knobs and p[f"pack.{t.name}"] == 1:
-                p = p.replace(f"pack.{t.name}", 2)
+            per_block = any(blocked_axis in free_vars(i) for n in main_loads(plan, t) for i in n.indices)
+            if per_block and pack_key(t) in space.knobs and pack_choice(p, t) in ("outer", "root"):
+                p = p.replace(pack_key(t), PACK.index("tile"))
     return p
 
 
@@ -125,13 +126,13 @@ def _parallel_work(space: Space, plan: CpuPlan, p: Point, n: int, m: int) -> flo
     divided by m; unbounded for a loop outside them."""
     sp = plan.main.spatial
     orders = outer_orders(plan)
-    order = orders[p["outer_order"]] if "outer_order" in space.knobs else orders[0]
-    fused = order[:p["fuse"] + 1] if "fuse" in space.knobs else order[:1]
+    order = orders[option(p, "outer_order", 0)]
+    fused = order[:fused_count(p)]
     if n not in fused:
         return math.inf
     total = 1
     for q in fused:
-        key = f"split.{sp[q].name}"
+        key = split_key(sp[q])
         outer = p[key][0] if key in space.knobs else sp[q].extent
         total *= outer // m if q == n else outer
     return total

@@ -26,8 +26,9 @@ import itertools
 from .space import Point
 
 # pack.<input>: no copy; once per outer block (at the innermost outer loop indexing the input);
-# per middle tile (per reduction block when blocked).
-PACK = ("none", "outer", "tile")
+# per middle tile (per reduction block when blocked); once per call, in its own parallel stage
+# (where the parallel loop fuses loops that do not index the input, "outer" repacks it in each).
+PACK = ("none", "outer", "tile", "root")
 # place.<producer>: per outer block; inlined into its reader; once per call, in its own parallel stage.
 PLACE = ("outer", "inline", "root")
 REDUCE_INNER = ("outside_rows", "inside_rows")

@@ -6,7 +6,7 @@ operand. Target facts the space and the default model use ride along."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..analysis.axis_merge import MergedProgram, merge_contiguous_axes
 from ..analysis.graph import MiniGraph, Node, analyze, is_placeholder
@@ -35,6 +35,8 @@ class CpuPlan:
     outputs: tuple = ()  # the program scheduled: the caller's, or it with contiguous axes merged
     merged: MergedProgram | None = None  # the merge's views of the caller's tensors
     l1_ways: int = 8
+    target: Target | None = None  # execution units, features (the default model's machine)
+    memo: dict = field(default_factory=dict, repr=False)  # the default model's per-program answers
 
 
 def _elementwise_reader(node: Node, consumer: Node) -> bool:
@@ -53,6 +55,14 @@ def loads_of(consumer: Node, tensor) -> list[Load]:
     from ..ir.traverse import walk
 
     return [n for n in walk(consumer.tensor.op.body) if isinstance(n, Load) and n.tensor is tensor]
+
+
+def main_loads(plan: CpuPlan, tensor) -> list[Load]:
+    """The loads of `tensor` in the main node's body (remembered per plan)."""
+    key = ("loads", id(tensor))
+    if key not in plan.memo:
+        plan.memo[key] = loads_of(plan.main, tensor)
+    return plan.memo[key]
 
 
 def make_plan(outputs, target: Target) -> CpuPlan:
@@ -77,7 +87,7 @@ def make_plan(outputs, target: Target) -> CpuPlan:
     lanes = target.vector_lanes(dtype.bytes) if dtype.name in _VECTOR_DTYPES else 1
     return CpuPlan(g, main, anchor, tuple(inlined), producers, packable, lanes, target.vector_registers, target.cores,
                    target.cache_bytes(2) or 512 * 1024, target.cache_bytes(1) or 32 * 1024, tuple(outputs), merged,
-                   target.l1_ways)
+                   target.l1_ways, target)
 
 
 def vector_width(extent: int, lanes: int) -> int:
@@ -130,7 +140,7 @@ def lane_reduce_loop(plan: CpuPlan):
         return None
     hits = 0
     for t in plan.main.inputs:
-        for n in loads_of(plan.main, t):
+        for n in main_loads(plan, t):
             *head, last = n.indices
             if any(axis in free_vars(i) for i in head):
                 return None
@@ -144,7 +154,7 @@ def lane_reduce_loop(plan: CpuPlan):
 def indexing_dims(plan: CpuPlan, tensor, pos: int) -> set[int]:
     """Dimensions of `tensor` that the main node indexes by its spatial loop `pos` alone."""
     axis = plan.main.tensor.op.axis[pos]
-    return {d for n in loads_of(plan.main, tensor) for d, i in enumerate(n.indices) if i is axis}
+    return {d for n in main_loads(plan, tensor) for d, i in enumerate(n.indices) if i is axis}
 
 
 def outer_orders(plan: CpuPlan) -> tuple[tuple[int, ...], ...]:
@@ -166,7 +176,7 @@ def spatial_positions(plan: CpuPlan, tensor, exact: bool = False, width: int = 8
     from ..ir.traverse import free_vars
 
     used: set[int] = set()
-    for n in loads_of(plan.main, tensor):
+    for n in main_loads(plan, tensor):
         for i in n.indices[-1:] if last_dim else n.indices:
             used |= {id(v) for v in free_vars(i)} if exact else varying_vars(i, width)
     return tuple(p for p, a in enumerate(plan.main.tensor.op.axis) if id(a) in used)

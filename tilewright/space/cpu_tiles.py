@@ -1,0 +1,291 @@
+"""The register-tile model behind the CPU default point: for each vector axis,
+one or two vectors and rows over up to two other loops, the cost of one
+reduction step on the target's execution units.
+
+A step issues the tile's FMAs, its operands' loads (a vector per stride-1
+read, |s| loads and |s| - 1 two-source permutes per stride-s read, a narrow
+load per broadcast, only distinct reads counted: rows that do not index an
+operand share its registers, and so do the copies of an innermost reduce loop
+the compiler unrolls, a 3-tap window's overlapping inputs), and its share of
+transposing packs. It takes the longest of: FMA pipe cycles (a 512-bit FMA on
+256-bit units takes two), load port cycles, and the FMA latency each
+accumulator chain waits out. A tile the vectorizer cannot express (a gather
+along the vector: a depthwise conv's o // 6) is scalar code whose
+accumulators live on the stack. Its registers are counted: accumulators,
+operand vectors kept across rows, broadcasts; a tile that would not fit its
+register file unspilled is never proposed."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..analysis.graph import is_placeholder
+from ..ir.traverse import free_vars
+from .cpu_access import (
+    GATHER,
+    crowds_l1_set,
+    distinct_reads,
+    group_sizes,
+    lane_stride,
+    packed_along,
+    row_varies,
+)
+from .cpu_plan import CpuPlan, indexing_dims, main_loads, spatial_positions, vector_axes, vector_width
+from .space import Space
+
+# Cycles an accumulator chain waits beyond the FMA's datasheet latency (its operand loads, the
+# loop around it); fitted on Zen 3 (latency 4, 2 FMAs per cycle): 12 accumulators beat 8 to 10.
+FMA_LATENCY_SLACK = 2
+# Registers a compiler needs free to share operands across the copies of an unrolled reduce loop (a
+# 3-tap window's overlapping input broadcasts); with fewer the tile stays rolled (Stage.no_unroll).
+# Measured: 8-accumulator conv tiles ran 1.3x faster unrolled, 12-accumulator ones 1.1-1.3x rolled.
+ROLL_FREE_REGISTERS = 6
+# Instructions of an inner loop's copies GCC unrolls completely (its max-completely-peeled-insns).
+PEELED_INSNS = 200
+# Tiles whose modelled throughput is within this fraction of the best are as good as the model can
+# tell (measured on Zen 4: 2x7, 2x14 and 1x28 zmm tiles of one conv within 10%, the smallest of them
+# best); among them the one reading the fewest operands per FMA (loads, broadcasts, L1 traffic).
+SCORE_TOLERANCE = 0.0
+# per output element a transposing copy-out writes (a lane extracted and stored)
+EPILOGUE_CYCLES = 1.0
+# per element a packing copy reorders (a strided gather and a store), next to the tile's FMA cycles;
+# measured, same-run A/B of the defaults 1.0 and 2.0 pick: bil_1 29.0 -> 15.8 ms, yolo_conv5 2.60 -> 2.31
+PACK_CYCLES = 2.0
+
+
+@dataclass(frozen=True)
+class Tile:
+    """One register tile and its modelled cost."""
+
+    vec_choice: int  # index into vector_axes(plan)
+    vpos: int  # the spatial loop carrying the vector
+    width: int  # lanes of one vector (1: scalar code)
+    tiles: dict  # loop name -> register-tile factor
+    totals: dict  # loop name -> split total
+    score: float  # useful lane FMAs per cycle
+    accumulators: int  # vector (or scalar) registers of accumulators
+    operand_registers: int  # registers operands take beside them, reduce loops rolled
+    reads_per_fma: float
+
+    @property
+    def live(self) -> int:
+        """Vector registers live in the inner loop with the reduce loops rolled."""
+        return self.accumulators + self.operand_registers
+
+    @property
+    def live_unrolled(self) -> int:
+        """... with the compiler free to unroll them (sharing operands across copies)."""
+        return self.accumulators + max(self.operand_registers, ROLL_FREE_REGISTERS)
+
+
+def _taps(plan: CpuPlan):
+    """The innermost reduce loop (the default's reduce order) and its te axis, or (None, None)."""
+    loops = [(lp, a) for lp, a in zip(plan.main.reduce, plan.main.tensor.op.reduce_axis) if lp.extent > 1]
+    return loops[-1] if loops else (None, None)
+
+
+def step_cost(plan: CpuPlan, vpos: int, width: int, nvec: int, tile: dict[int, int], unrolled: bool = False):
+    """(useful lane FMAs, cycles, accumulator registers, operand registers, distinct reads) of one
+    step of the innermost reduce loop for a register tile of `tile` ({position: factor}), `nvec`
+    vectors of `width` lanes along `vpos` (width 1: scalar code); `unrolled`: the compiler may
+    unroll the innermost reduce loop (shared operands counted once across its copies)."""
+    target = plan.target
+    bits = plan.main.tensor.dtype.bits
+    strides = {id(t): lane_stride(plan, t, vpos, width, packed=True) for t in plan.main.inputs} if width > 1 else {}
+    spilled = GATHER in strides.values()  # the vectorizer leaves an `omp simd` loop: scalar code on the stack
+    vector = width > 1 and not spilled
+    rows = {n: f for n, f in tile.items() if f > 1 and (n != vpos or not vector)}
+    points = nvec * math.prod(rows.values()) if vector else math.prod(tile.values())
+    lane_fmas = points * (width if vector else 1)
+    vec_bits = width * bits if vector else bits
+    fma_cycles = points / target.fmas_per_cycle(vec_bits)
+    tap_loop, tap_axis = _taps(plan)
+    taps = tap_loop.extent if unrolled and tap_loop is not None else 1
+    load_cycles = permutes = reads_total = 0.0
+    operand_regs = 0
+    for t in plan.main.inputs:
+        s = strides.get(id(t), 0) if vector else 0
+        # an operand the innermost reduce loop does not index is an FMA's memory operand there (a
+        # bilinear form's x1[n, k1] under its k2 loop): it needs no register of its own
+        regs = 1 if tap_axis is None or _indexed_by(plan, t, tap_axis) else 0
+        varying = {n: f for n, f in rows.items() if row_varies(plan, t, n, f)}
+        spans = {n: range(f) for n, f in varying.items()}
+        if s:
+            spans[vpos] = range(0, nvec * width, width)
+        n_taps = taps if taps > 1 and PEELED_INSNS >= taps * 2 * points else 1
+        reads = distinct_reads(plan, t, spans, tap_axis, n_taps) / n_taps
+        reads_total += reads
+        if s:
+            if _window(plan, t, vpos):  # a lane at a time
+                load_cycles += reads * width / target.loads_per_cycle(bits)
+            else:
+                load_cycles += reads * s / target.loads_per_cycle(vec_bits)
+            permutes += reads * (s - 1)
+            operand_regs += regs * (s if varying else nvec)  # a vector kept across the rows, or one streamed
+        else:
+            load_cycles += reads / target.loads_per_cycle(bits)
+            operand_regs += regs
+    if spilled:  # each FMA reads and writes its accumulator on the stack
+        load_cycles += 2 * lane_fmas / target.loads_per_cycle(bits)
+    permute_ops = 1 if target.has("avx512f") else 2  # vpermt2ps, or two permutes and a blend on AVX2
+    fp_cycles = fma_cycles + permutes * permute_ops / target.fmas_per_cycle(vec_bits)
+    cycles = max(fp_cycles, load_cycles, target.fma_latency + FMA_LATENCY_SLACK)
+    accumulators = 0 if spilled else points
+    return lane_fmas, cycles, accumulators, operand_regs, reads_total
+
+
+def _indexed_by(plan: CpuPlan, tensor, axis) -> bool:
+    key = ("indexed", id(tensor), id(axis))
+    if key not in plan.memo:
+        plan.memo[key] = any(axis in free_vars(i) for n in main_loads(plan, tensor) for i in n.indices)
+    return plan.memo[key]
+
+
+def _window(plan: CpuPlan, tensor, vpos: int) -> bool:
+    """A vector read of `tensor` along `vpos` through index arithmetic (a conv input's
+    w + rw or 2 * w + rw), not the loop itself in its last dimension nor a packed copy.
+    The model counts such a read a lane at a time (its loads as they are, |s| vectors and
+    a permute, plus a stand-in for what the model lacks: the cache lines that rows
+    along an image axis touch across the reduction). Measured on the 2-core Zen 3 host,
+    ResNet-50 l1_3x3: vectorized along w with rows along o and h, 1.37x slower than
+    along o with the weights packed (rows along o only: 1.05x)."""
+    dims = indexing_dims(plan, tensor, vpos)
+    return not (dims == {len(tensor.shape) - 1} or packed_along(plan, tensor, vpos))
+
+
+def register_tiles(space: Space, plan: CpuPlan) -> list[Tile]:
+    """Register tiles, best modelled throughput first, one per shape (vector axis,
+    vectors, row loops): for each vector axis, one or two vectors, and rows spread over
+    up to two other axes, useful lane FMAs per modelled cycle of one reduction step."""
+    sp = plan.main.spatial
+    tiles = {lp.name: 1 for lp in sp}
+    totals = {lp.name: lp.extent for lp in sp}
+    options = vector_axes(plan)
+    if not sp or not options:
+        return [Tile(0, len(sp) - 1 if sp else 0, 1, tiles, totals, 0.0, 1, 0, 0.0)]
+    found: list = []  # (shape, ties, Tile)
+    for vec_choice, vpos in enumerate(options):
+        vec = sp[vpos]
+        for vectors in (2, 1):
+            # what _vectorize_tile will emit: 1 lane (scalar code) when no vector of >= 4 lanes divides
+            width = vectors * plan.lanes if vec.extent % (vectors * plan.lanes) == 0 else (
+                vector_width(vec.extent, plan.lanes) if vectors == 1 else 0)
+            if width == 0:
+                continue
+            nvec = max(1, width // plan.lanes)
+            lanes = min(width, plan.lanes)
+            budget = max(1, (plan.registers - 4) // nvec)
+            others = [n for n, lp in enumerate(sp) if n != vpos and lp.extent > 1]
+            contiguity = [spatial_positions(plan, t, exact=True, last_dim=True) for t in plan.main.inputs]
+            indexing = [spatial_positions(plan, t, width=lanes) for t in plan.main.inputs]
+            groups = group_sizes(plan, lanes)
+            for rows in _row_splits(space, sp, others, budget):
+                # rows straddling a group would not share its operand registers; a rounded-up split
+                # total shifts the tiles off the group boundaries, so it must be the extent itself
+                if any(d % rows[n][0] or sp[n].extent % rows[n][1] for n, d in groups.items() if n in rows):
+                    continue
+                factors = {n: f for n, (f, _) in rows.items()}
+                if any(crowds_l1_set(plan, t, factors) for t in plan.main.inputs
+                       if not (packed_along(plan, t, vpos) and width > 1)):
+                    continue  # its rows would evict each other from L1 every step
+                tile = {**factors, vpos: width}
+                cost = _tile_cost(plan, vpos, lanes if width > 1 else 1, nvec, tile, rows)
+                if cost is None:
+                    continue  # its registers would spill
+                score, accumulators, operand_regs, reads_per_fma = cost
+                # ties: rows along an operand's contiguous dimension share its cache lines (a 1x1x1
+                # conv3d's rows along w, not along d, whose rows are 784 floats apart)
+                lines = sum(math.prod(factors.get(n, 1) for n in pos if n != vpos and n not in contiguous)
+                            for pos, contiguous in zip(indexing, contiguity))
+                shape = (vec_choice, vectors, tuple(sorted(rows)))
+                t_tiles, t_totals = dict(tiles), dict(totals)
+                t_tiles[vec.name] = width
+                for n, (f, t) in rows.items():
+                    t_tiles[sp[n].name], t_totals[sp[n].name] = f, t
+                candidate = Tile(vec_choice, vpos, lanes if width > 1 else 1, t_tiles, t_totals, score, accumulators,
+                                 operand_regs, reads_per_fma)
+                found.append((shape, (-vec_choice, -lines, vectors), candidate))
+    return _ranked(found)
+
+
+def _ranked(found: list) -> list[Tile]:
+    """Best first, one tile per shape: those within SCORE_TOLERANCE of the best score by fewest
+    operand reads per FMA, then by score; ties by vector axis (the innermost first), the cache lines
+    rows touch, vectors."""
+    top = max((c.score for _, _, c in found), default=0.0)
+
+    def rank(entry):
+        _, ties, c = entry
+        near = c.score >= top * (1 - SCORE_TOLERANCE)
+        return (near, 0 if near else round(c.score, 6), *ties, -round(c.reads_per_fma, 6))
+
+    best: dict = {}  # shape -> (rank, Tile), in the order shapes first appear
+    for entry in found:
+        r = rank(entry)
+        if entry[0] not in best or r > best[entry[0]][0]:
+            best[entry[0]] = (r, entry[2])
+    return [c for _, c in sorted(best.values(), key=lambda b: b[0], reverse=True)]
+
+
+def _tile_cost(plan: CpuPlan, vpos: int, lanes: int, nvec: int, tile: dict, rows: dict):
+    """(score, accumulators, operand registers, reads per lane FMA) of a register tile
+    ({position: factor}; `lanes` per vector, 1 for scalar code), None when its registers
+    would spill with the reduce loops rolled. With registers to spare for the compiler to
+    unroll the innermost reduce loop, its copies' shared operands count once."""
+    _, _, accumulators, operand_regs, _ = step_cost(plan, vpos, lanes, nvec, tile)
+    if accumulators + operand_regs > plan.registers:
+        return None
+    unrolled = accumulators + max(operand_regs, ROLL_FREE_REGISTERS) <= plan.registers
+    lane_fmas, cycles, accumulators, operand_regs, reads = step_cost(plan, vpos, lanes, nvec, tile, unrolled)
+    useful = math.prod(plan.main.spatial[n].extent / t for n, (_, t) in rows.items())
+    if lanes > 1:
+        cycles += sum(pack_cycles(plan, t, tile, vpos, tile[vpos]) for t in plan.main.inputs)
+        cycles += epilogue_cycles(plan, tile, vpos)
+    return lane_fmas * useful / cycles / plan.lanes, accumulators, operand_regs, reads / max(lane_fmas, 1)
+
+
+def pack_cycles(plan: CpuPlan, tensor, tile: dict, vpos: int, width: int, repeats: int = 1) -> float:
+    """Cycles per reduction step of packing `tensor` into vector rows, where the vector
+    loop indexes a dimension of it other than the last (the packed copy is a transpose):
+    each element packed `repeats` times (the trip count of the loops around the pack that
+    do not index it; the default packs once), spread over every step of every tile. A
+    bilinear form's w[m, k1, k2] vectorized along m serves only batch / rows tiles per
+    element, a conv's weights every h x w tile. `tile`: {position: factor}."""
+    dims = indexing_dims(plan, tensor, vpos)
+    if not is_placeholder(tensor) or len(dims) != 1 or math.prod(tensor.shape[min(dims) + 1:]) == 1:
+        return 0.0  # already contiguous along the vector (a transposed conv's w[c, o, 1, 1])
+    steps = math.prod(lp.extent / (width if n == vpos else tile.get(n, 1)) for n, lp in enumerate(plan.main.spatial))
+    steps *= math.prod(lp.extent for lp in plan.main.reduce)
+    return math.prod(tensor.shape) * repeats * PACK_CYCLES / steps
+
+
+def epilogue_cycles(plan: CpuPlan, tile: dict, vpos: int) -> float:
+    """Cycles per reduction step of writing a tile's results out where its vector runs
+    along a loop other than the output's contiguous one (a conv's o): the copy-out reads
+    the accumulators transposed, a lane at a time, spread over the steps of the
+    reduction. Measured on the Zen 3 host, 1 thread: ResNet-50 l1_reduce (64 channels, so
+    each output costs only 64 FMAs) ran 1.7x faster vectorized along h*w than along o."""
+    if vpos == len(plan.main.spatial) - 1:
+        return 0.0
+    steps = math.prod(lp.extent for lp in plan.main.reduce)
+    return math.prod(tile.values()) * EPILOGUE_CYCLES / max(steps, 1)
+
+
+def _row_splits(space: Space, sp, others: list[int], budget: int):
+    """Row tiles {position: (factor, split total)} over at most two of `others`
+    whose product fits `budget` (the whole budget on one axis, or shared)."""
+    def tiles_of(n):
+        knob = space.knobs.get(f"split.{sp[n].name}")
+        totals = knob.totals if knob else (sp[n].extent,)
+        return [(f, t) for t in totals for f in range(2, min(budget, sp[n].extent) + 1) if t % f == 0]
+
+    yield {}
+    for a in others:
+        for fa in tiles_of(a):
+            yield {a: fa}
+            for b in others:
+                if b > a:
+                    for fb in tiles_of(b):
+                        if fa[0] * fb[0] <= budget:
+                            yield {a: fa, b: fb}
