@@ -5,7 +5,10 @@ alternating rounds (bench/timing.py).
 
 "before" builds the same point with vector loads limited to unit stride, as the
 vectorizer was before strided loads (a stride-2 load then leaves an `omp simd`
-loop); "after" is the current code. Points: the untuned default, and "rows":
+loop); "after" is the current code; "after+strip" also turns on the vectorizer's
+strip-mining at the host's vector width (lower/vectorize.py, opt-in: the root
+padding copy's 112-column interior is then vectors instead of a scalar loop).
+Variants that produce the same C are timed once. Points: the untuned default, and "rows":
 vectorized along the output width w, the M output channels that share one
 input channel (o // M) as register rows, so one input vector feeds M FMAs.
 
@@ -30,6 +33,7 @@ import tilewright as tw
 import time
 
 from tilewright.bench.timing import alternating_medians, settle
+from tilewright.lower import passes
 from tilewright.lower import vectorize as vectorize_pass
 from tilewright.space.cpu import apply_cpu, cpu_space
 from tilewright.space.cpu_default import default_point
@@ -69,15 +73,22 @@ def rows_points(case: str, space, plan) -> dict[str, Point]:
     return points
 
 
-def build(tensors, space, plan, point: Point, before: bool):
-    saved = vectorize_pass.MAX_LOAD_STRIDE
-    if before:
-        vectorize_pass.MAX_LOAD_STRIDE = 1  # unit-stride vector loads only, as before strided loads
+# how each variant lowers: vector loads of unit stride only (as before strided loads), of stride <= 4
+# (current), and the latter with the vectorizer's opt-in strip-mining at the host's vector width
+VARIANTS = {"before": (1, False), "after": (4, False), "after+strip": (4, True)}
+
+
+def build(tensors, space, plan, point: Point, variant: str):
+    max_stride, strip = VARIANTS[variant]
+    saved = vectorize_pass.MAX_LOAD_STRIDE, passes.vectorize
+    vector_bytes = host_target().vector_bytes if strip else None
+    vectorize_pass.MAX_LOAD_STRIDE = max_stride
+    passes.vectorize = lambda body, *_, **__: vectorize_pass.vectorize(body, vector_bytes=vector_bytes)
     try:
         s = apply_cpu(tensors[-1:], plan, point)
         return tw.build(s, tensors, target=host_target())
     finally:
-        vectorize_pass.MAX_LOAD_STRIDE = saved
+        vectorize_pass.MAX_LOAD_STRIDE, passes.vectorize = saved
 
 
 def min_seconds(fn, repeat: int = REPEAT, min_s: float = 0.05) -> float:
@@ -104,16 +115,15 @@ def run_case(case: str, rounds: int, threads: int) -> dict:
     ins = [rng.standard_normal(t.shape).astype(t.dtype.name) for t in tensors[:-1]]
     want = tw.evaluate(tensors[-1], dict(zip(tensors[:-1], ins)))
     points = {"default": default_point(space, plan), **rows_points(case, space, plan)}
-    kernels = {}
+    kernels, same = {}, {}
     for name, p in points.items():
-        for when in ("before", "after"):
-            if when == "before" and name != "default" and name != "rows":
-                continue
-            kernels[f"{name}:{when}"] = build(tensors, space, plan, p, before=(when == "before"))
-    same = [n for n in list(kernels) if n.endswith(":before") and
-            kernels[n].source == kernels[n.replace(":before", ":after")].source]
-    for n in same:  # unit-stride points: the change makes no difference, nothing to time twice
-        del kernels[n]
+        for variant in VARIANTS:
+            k = build(tensors, space, plan, p, variant)
+            twin = next((n for n, other in kernels.items() if other.source == k.source), None)
+            if twin is None:
+                kernels[f"{name}:{variant}"] = k
+            else:  # the same C as a variant already built: timed once, under its first name
+                same[f"{name}:{variant}"] = twin
     out = np.zeros(tensors[-1].shape, tensors[-1].dtype.name)
     for name, k in kernels.items():
         out[...] = np.nan
@@ -132,7 +142,7 @@ def run_case(case: str, rounds: int, threads: int) -> dict:
     times = alternating_medians(sides, rounds=rounds)
     torch_best = min((t for n, t in times.items() if n.startswith("torch:")), default=None)
     row = {"case": case, "threads": threads, "stride": suite_case("DEP", case)["stride"], "ms": {n: t * 1e3 for n, t in times.items()},
-           "points": {n: str(p) for n, p in points.items()}, "same_code_before_after": same,
+           "points": {n: str(p) for n, p in points.items()}, "same_code_as": same,
            "vector_loads_strided": {n: "tw_load_s" in k.source for n, k in kernels.items()},
            "omp_simd_loops": {n: k.source.count("omp simd") for n, k in kernels.items()}}
     if torch_best:
@@ -158,8 +168,8 @@ def main(argv=None) -> int:
             ratio = row.get("speedup_vs_torch", {}).get(name)
             extra = f"  x{ratio:.2f} vs torch" if ratio else ""
             print(f"  {name:18s} {ms:8.3f} ms  omp simd loops {row['omp_simd_loops'].get(name, '-')!s:>3}{extra}")
-        if row["same_code_before_after"]:
-            print("  same C before and after (timed once):", ", ".join(row["same_code_before_after"]))
+        for name, twin in row["same_code_as"].items():
+            print(f"  {name:18s} same C as {twin}")
         for name, p in row["points"].items():
             print(f"  {name}: {p}")
     if args.json:

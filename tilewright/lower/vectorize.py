@@ -35,7 +35,7 @@ from ..ir.expr import (
 )
 from ..ir.stmt import For, ForKind, IfThenElse, Seq, Stmt, Store, seq
 from ..ir.stmt_functor import map_stmt, walk_stmt
-from ..ir.traverse import free_vars, walk
+from ..ir.traverse import free_vars, substitute, walk
 
 _VECTOR_DTYPES = {"float32", "float64", "int8", "int16", "int32", "int64", "uint8"}
 # Larger strides read more than MAX_LOAD_STRIDE vectors per vector of lanes used: a gather or
@@ -70,13 +70,15 @@ def _materialize(e: Expr, lanes: int) -> Expr:
 
 
 class _Vectorizer:
-    def __init__(self, var: Var, lanes: int):
+    def __init__(self, var: Var, lanes: int, base: Expr | None = None):
         self.var = var
         self.lanes = lanes
+        self.base = base  # the first lane's value of `var` (0 when None)
 
     def expr(self, e: Expr) -> Expr:
         if e is self.var:
-            return Ramp(arith.const(0, e.dtype), 1, self.lanes, e.dtype.with_lanes(self.lanes))
+            base = arith.const(0, e.dtype) if self.base is None else self.base
+            return Ramp(base, 1, self.lanes, e.dtype.with_lanes(self.lanes))
         if isinstance(e, (Const, Var)):
             return e
         if isinstance(e, Binary):
@@ -202,19 +204,29 @@ def _ramp_arith(op: BinOp, a: Expr, b: Expr) -> Expr | None:
     return None
 
 
-def vectorize(stmt: Stmt) -> Stmt:
+def vectorize(stmt: Stmt, vector_bytes: int | None = None) -> Stmt:
+    """With `vector_bytes` (the target's vector register width), a vectorized loop that is not
+    one power-of-two vector (an extent of 112, a loop starting at 1 after partition split off a
+    padding border) is strip-mined into vectors of that width, then the remainder as smaller
+    power-of-two vectors and at most one scalar iteration, instead of an `omp simd` loop (GCC
+    leaves a padding copy's guarded row loop scalar). Without it, such loops stay `omp simd`.
+    GPU kernels (thread-bound loops) are never strip-mined: their renderers split vectors into lanes."""
+    if vector_bytes and any(isinstance(s, For) and s.kind is ForKind.THREAD_BINDING for s in walk_stmt(stmt)):
+        vector_bytes = None
+
     def fs(s: Stmt):
         if not (isinstance(s, For) and s.kind is ForKind.VECTORIZED):
             return None
         if any(isinstance(c, For) and c.kind in (ForKind.PARALLEL, ForKind.VECTORIZED) for c in walk_stmt(s.body)):
             return replace(s, kind=ForKind.SERIAL)  # OpenMP forbids a parallel or simd loop inside a simd loop
-        if not (isinstance(s.begin, Const) and isinstance(s.extent, Const) and s.begin.value == 0):
+        if not (isinstance(s.begin, Const) and isinstance(s.extent, Const)):
             return None
         lanes = int(s.extent.value)
-        if lanes < 2 or lanes & (lanes - 1) or lanes > 64:  # vector types need a power-of-two width
+        one_vector = s.begin.value == 0 and 2 <= lanes <= 64 and not lanes & (lanes - 1)
+        if not one_vector and not vector_bytes:  # vector types need a power-of-two width
             return None
         try:
-            return _Vectorizer(s.var, lanes).stmt(s.body)
+            return _Vectorizer(s.var, lanes).stmt(s.body) if one_vector else _strip_mine(s, vector_bytes)
         except _Unvectorizable:
             if any(isinstance(st, Store) and not any(v is s.var for v in free_vars(st.indices[0]))
                    for st in walk_stmt(s.body)):
@@ -222,3 +234,32 @@ def vectorize(stmt: Stmt) -> Stmt:
             return None
 
     return map_stmt(stmt, fs)
+
+
+def _strip_mine(s: For, vector_bytes: int) -> Stmt | None:
+    """`s` as vectors of `vector_bytes` (by the widest value it stores) in a serial loop, then the
+    remainder; raises _Unvectorizable where the body is not vectorizable, None where too short."""
+    var, begin, extent = s.var, int(s.begin.value), int(s.extent.value)
+    stored = [st.value.dtype.bytes for st in walk_stmt(s.body) if isinstance(st, Store)]
+    width = min(64, vector_bytes // max(stored, default=vector_bytes))
+    width = 1 << (width.bit_length() - 1) if width >= 2 else 1
+    if width < 2 or extent < width:
+        # a short tail (a register tile's last 6 columns) stays a loop: split into 4 + 2 lanes it reads
+        # an unpromoted tile at offsets its 8-lane stores cannot forward to (2x slower, dw_4 rows_h2)
+        return None
+    count, parts = extent // width, []
+    if count > 1:
+        outer = Var(f"{var.name}.vec", var.dtype)
+        base = arith.binary(BinOp.ADD, arith.const(begin, var.dtype), arith.binary(BinOp.MUL, outer, width))
+        body = _Vectorizer(var, width, base).stmt(s.body)
+        parts.append(For(outer, arith.const(0, var.dtype), arith.const(count, var.dtype), ForKind.SERIAL, body))
+    else:
+        parts.append(_Vectorizer(var, width, arith.const(begin, var.dtype)).stmt(s.body))
+    offset, rest = begin + count * width, extent - count * width
+    for chunk in (1 << k for k in range(width.bit_length() - 2, -1, -1)):  # width/2, ..., 2, 1
+        if rest & chunk:
+            at = arith.const(offset, var.dtype)
+            parts.append(_Vectorizer(var, chunk, at).stmt(s.body) if chunk > 1 else
+                         map_stmt(s.body, fexpr=lambda e, at=at: substitute(e, {var: at})))
+            offset += chunk
+    return seq(*parts)
