@@ -25,6 +25,9 @@ def test_non_divisible_totals_for_poor_extents():
     assert split_totals(100) == (100, 102, 104, 112)
     assert split_totals(1024) == (1024, 1025, 1026, 1029)  # 5, 3 or 6, 7 register rows
     assert split_totals(64) == (64, 65, 66)
+    # round-ups to the target's vector lanes: with 16 (AVX-512) 56 and 196 are not whole vectors
+    assert split_totals(56, lanes=16) == (56, 57, 64) and split_totals(56) == (56, 57)
+    assert 208 in split_totals(196, lanes=16) and 224 in split_totals(196, lanes=16)
 
 
 def test_default_gemm_register_block_fills_the_register_file():

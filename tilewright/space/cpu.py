@@ -66,7 +66,7 @@ def cpu_space(outputs, target: Target) -> tuple[Space, CpuPlan]:
     knobs: list = []
     for lp in main.spatial:
         if lp.extent > 1:
-            knobs.append(SplitKnob(split_key(lp), lp.name, lp.extent, 3, split_totals(lp.extent)))
+            knobs.append(SplitKnob(split_key(lp), lp.name, lp.extent, 3, split_totals(lp.extent, plan.lanes)))
     for lp in main.reduce:
         if lp.extent > 1:
             knobs.append(SplitKnob(split_key(lp), lp.name, lp.extent, 2, (lp.extent,)))

@@ -64,6 +64,26 @@ def packed_along(plan: CpuPlan, tensor, vpos: int) -> bool:
     return is_placeholder(tensor) and len(dims) == 1 and dims != {len(tensor.shape) - 1}
 
 
+def column_panel(plan: CpuPlan, tensor, vpos: int) -> bool:
+    """A placeholder read along the vector (the output's innermost loop) and a reduction:
+    a column panel (GEMM's B, a 1x1 conv's x[c, h*w]), strided by whole rows unless packed;
+    the default packs it."""
+    reduce_vars = {id(a) for a in plan.main.tensor.op.reduce_axis}
+    return (is_placeholder(tensor) and vpos == len(plan.main.spatial) - 1
+            and bool(indexing_dims(plan, tensor, vpos))
+            and any(id(i) in reduce_vars for n in main_loads(plan, tensor) for i in n.indices))
+
+
+def padded_reads(plan: CpuPlan, vpos: int) -> bool:
+    """Whether every operand the vector loop indexes is read from a copy the default
+    packs (padded to the split total): a rounded-up total along the vector then keeps
+    its last tile in vector code (only its stores are guarded); read in place, the
+    lanes past the extent are guarded and the tile is scalar code."""
+    var = plan.main.tensor.op.axis[vpos]
+    return all(packed_along(plan, t, vpos) or column_panel(plan, t, vpos) for t in plan.main.inputs
+               if any(var in free_vars(i) for n in main_loads(plan, t) for i in n.indices))
+
+
 def lane_stride(plan: CpuPlan, tensor, vpos: int, width: int, packed: bool = False):
     """Elements between neighbouring lanes of `tensor`'s reads along spatial loop `vpos`
     in vectors of `width` lanes: 0 a broadcast, 1 contiguous, another small int a

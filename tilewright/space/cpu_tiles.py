@@ -29,6 +29,7 @@ from .cpu_access import (
     group_sizes,
     lane_stride,
     packed_along,
+    padded_reads,
     row_varies,
 )
 from .cpu_plan import CpuPlan, indexing_dims, main_loads, spatial_positions, vector_axes, vector_width
@@ -167,12 +168,7 @@ def register_tiles(space: Space, plan: CpuPlan) -> list[Tile]:
     found: list = []  # (shape, ties, Tile)
     for vec_choice, vpos in enumerate(options):
         vec = sp[vpos]
-        for vectors in (2, 1):
-            # what _vectorize_tile will emit: 1 lane (scalar code) when no vector of >= 4 lanes divides
-            width = vectors * plan.lanes if vec.extent % (vectors * plan.lanes) == 0 else (
-                vector_width(vec.extent, plan.lanes) if vectors == 1 else 0)
-            if width == 0:
-                continue
+        for vectors, width, vec_total in _vector_splits(space, plan, vpos):
             nvec = max(1, width // plan.lanes)
             lanes = min(width, plan.lanes)
             budget = max(1, (plan.registers - 4) // nvec)
@@ -190,7 +186,8 @@ def register_tiles(space: Space, plan: CpuPlan) -> list[Tile]:
                        if not (packed_along(plan, t, vpos) and width > 1)):
                     continue  # its rows would evict each other from L1 every step
                 tile = {**factors, vpos: width}
-                cost = _tile_cost(plan, vpos, lanes if width > 1 else 1, nvec, tile, rows)
+                cost = _tile_cost(plan, vpos, lanes if width > 1 else 1, nvec, tile,
+                                  {**rows, vpos: (width, vec_total)})
                 if cost is None:
                     continue  # its registers would spill
                 score, accumulators, operand_regs, reads_per_fma = cost
@@ -200,13 +197,34 @@ def register_tiles(space: Space, plan: CpuPlan) -> list[Tile]:
                             for pos, contiguous in zip(indexing, contiguity))
                 shape = (vec_choice, vectors, tuple(sorted(rows)))
                 t_tiles, t_totals = dict(tiles), dict(totals)
-                t_tiles[vec.name] = width
+                t_tiles[vec.name], t_totals[vec.name] = width, vec_total
                 for n, (f, t) in rows.items():
                     t_tiles[sp[n].name], t_totals[sp[n].name] = f, t
                 candidate = Tile(vec_choice, vpos, lanes if width > 1 else 1, t_tiles, t_totals, score, accumulators,
                                  operand_regs, reads_per_fma)
                 found.append((shape, (-vec_choice, -lines, vectors), candidate))
     return _ranked(found)
+
+
+def _vector_splits(space: Space, plan: CpuPlan, vpos: int):
+    """(vectors, tile width, split total) of the register tile along vector loop `vpos`:
+    one or two whole vectors of the extent or, where its operands are read from padded
+    copies, of a rounded-up split total (196 -> 208 for 16 lanes: its last tile computes
+    padding lanes and stores the rest), else what _vectorize_tile will emit: the widest
+    vector of >= 4 lanes dividing the extent, or 1 lane (scalar code)."""
+    vec = plan.main.spatial[vpos]
+    knob = space.knobs.get(f"split.{vec.name}")
+    totals = knob.totals if knob else (vec.extent,)
+    for vectors in (2, 1):
+        width = vectors * plan.lanes
+        whole = [t for t in totals if t % width == 0]
+        if vec.extent in whole:
+            yield vectors, width, vec.extent
+            continue
+        if padded_reads(plan, vpos):
+            yield from ((vectors, width, t) for t in whole)
+        if vectors == 1:
+            yield 1, vector_width(vec.extent, plan.lanes), vec.extent
 
 
 def _ranked(found: list) -> list[Tile]:

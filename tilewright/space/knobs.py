@@ -38,14 +38,17 @@ def factorizations(total: int, parts: int) -> list[tuple[int, ...]]:
 REGISTER_ROWS = (3, 5, 6, 7)
 
 
-def split_totals(extent: int) -> tuple[int, ...]:
+def split_totals(extent: int, lanes: int = 8) -> tuple[int, ...]:
     """The extent itself plus guarded round-ups: when its divisors are poor for
-    tiling and vectors (not a multiple of 8), to multiples of 4, 8, 16, 32 within
-    25% (7 -> 8; 100 -> 104, 112); for any extent, to multiples of the register
-    row counts within 1/32 of it (1024 -> 1025, 1026, 1029; 56 -> 57)."""
+    tiling and vectors (not a multiple of the target's vector `lanes`, at least 8),
+    to multiples of 4, 8, ... up to twice the lanes (at least 32) within 25%
+    (7 -> 8; 100 -> 104, 112; with 16 lanes 56 -> 64); for any extent, to multiples
+    of the register row counts within 1/32 of it (1024 -> 1025, 1026, 1029; 56 -> 57)."""
     totals = {extent}
-    if extent % 8:
-        for m in (4, 8, 16, 32):
+    if extent % max(8, lanes):
+        for m in (4, 8, 16, 32, 64):
+            if m > max(32, 2 * lanes):
+                break
             up = -(-extent // m) * m
             if up <= extent * 1.25:
                 totals.add(up)
