@@ -236,7 +236,7 @@ def _ranked(found: list) -> list[Tile]:
     def rank(entry):
         _, ties, c = entry
         near = c.score >= top * (1 - SCORE_TOLERANCE)
-        return (near, 0 if near else round(c.score, 6), *ties, -round(c.reads_per_fma, 6))
+        return (near, 0 if near else round(c.score, 6), ties[0], -round(c.reads_per_fma, 6), *ties[1:])
 
     best: dict = {}  # shape -> (rank, Tile), in the order shapes first appear
     for entry in found:
@@ -307,3 +307,25 @@ def _row_splits(space: Space, sp, others: list[int], budget: int):
                     for fb in tiles_of(b):
                         if fa[0] * fb[0] <= budget:
                             yield {a: fa, b: fb}
+
+
+def live_vectors(plan: CpuPlan, point) -> int:
+    """Vector registers the inner loop of `point` keeps live: its accumulators, the
+    operand vectors kept across rows and the broadcasts, plus, where its reduce loops
+    are left to the compiler to unroll, the registers the copies share operands in
+    (ROLL_FREE_REGISTERS). More than the register file means the inner loop spills."""
+    from .cpu_knobs import option, tile_factor
+    from .cpu_plan import vector_position
+
+    sp = plan.main.spatial
+    if not sp:
+        return 1
+    tile = {n: tile_factor(point, lp) for n, lp in enumerate(sp)}
+    if option(point, "vec_reduce", 0):  # one vector of lane sums per row, its operand vectors
+        return math.prod(tile.values()) + len(plan.main.inputs)
+    vpos = vector_position(point, plan)
+    width = vector_width(tile[vpos], plan.lanes)
+    nvec = tile[vpos] // width if width > 1 else 1
+    unrolled = not option(point, "rolled", 1)
+    _, _, accumulators, operands, _ = step_cost(plan, vpos, width, nvec, tile, unrolled)
+    return accumulators + (max(operands, ROLL_FREE_REGISTERS) if unrolled and plan.main.reduce else operands)
