@@ -71,7 +71,7 @@ class RankModel:
     """score(features) -> higher is faster; `fit(X, costs, groups)` on measured schedules.
     A cost of inf (a schedule that timed out) ranks below every finite one of its group."""
 
-    def __init__(self, n_features: int, hidden: int = 64, layers: int = 3, seed: int = 0):
+    def __init__(self, n_features: int, hidden: int = 32, layers: int = 3, seed: int = 0):
         self.n_features, self.hidden, self.layers, self.seed = n_features, hidden, layers, seed
         self.net: MLP | None = None
         self.mean = np.zeros(n_features)
@@ -82,7 +82,7 @@ class RankModel:
     def ready(self) -> bool:
         return self.net is not None
 
-    def fit(self, X, costs, groups, steps: int = 400, batch: int = 256, min_ratio: float = 1.03,
+    def fit(self, X, costs, groups, steps: int = 300, batch: int = 256, min_ratio: float = 1.03,
             group_weights: dict | None = None) -> FitSummary:
         """Train from scratch (same seed, same data -> same model). `group_weights`: the total weight
         of each group's pairs (e.g. every workload alike, the one being tuned above the others; a
@@ -113,10 +113,12 @@ class RankModel:
             gid = groups[pairs[:, 0]]
             names, inv, counts = np.unique(gid, return_inverse=True, return_counts=True)
             w = np.array([group_weights.get(g, 1.0) for g in names], float)[inv.ravel()] / counts[inv.ravel()]
-            p = w / w.sum()
+            p = np.cumsum(w / w.sum())
         loss = math.nan
         for _ in range(steps):
-            pick = pairs[rng.choice(len(pairs), size=min(batch, len(pairs)), replace=len(pairs) < batch, p=p)]
+            n = min(batch, len(pairs))
+            pick = pairs[rng.integers(0, len(pairs), n) if p is None else
+                         np.minimum(np.searchsorted(p, rng.random(n) * p[-1]), len(pairs) - 1)]
             rows, inv = np.unique(pick.ravel(), return_inverse=True)
             out, acts = net.forward(Z[rows], keep=True)
             s = out[:, 0][inv.reshape(-1, 2)]
