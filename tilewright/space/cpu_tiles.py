@@ -7,13 +7,17 @@ read, |s| loads and |s| - 1 two-source permutes per stride-s read, a narrow
 load per broadcast, only distinct reads counted: rows that do not index an
 operand share its registers, and so do the copies of an innermost reduce loop
 the compiler unrolls, a 3-tap window's overlapping inputs), and its share of
-transposing packs. It takes the longest of: FMA pipe cycles (a 512-bit FMA on
-256-bit units takes two), load port cycles, and the FMA latency each
-accumulator chain waits out. A tile the vectorizer cannot express (a gather
-along the vector: a depthwise conv's o // 6) is scalar code whose
+transposing packs and of a transposing copy-out. It takes the longest of: FMA
+pipe cycles (a 512-bit FMA on 256-bit units takes two), load port cycles, and
+the FMA latency each accumulator chain waits out. A window read along the
+vector (a conv input's x[w + rw]) counts a lane at a time, a measured stand-in
+for the cache lines such rows touch. A tile the vectorizer cannot express (a
+gather along the vector: a depthwise conv's o // 6) is scalar code whose
 accumulators live on the stack. Its registers are counted: accumulators,
 operand vectors kept across rows, broadcasts; a tile that would not fit its
-register file unspilled is never proposed."""
+register file unspilled is never proposed. Tiles of equal modelled time rank
+by fewest operand reads per FMA (on Zen 4 the measured best conv tile, 2 zmm x
+7, was the fewest-reads one among equals; 2x14 and 1x28 ran 5-9% slower)."""
 
 from __future__ import annotations
 
@@ -44,10 +48,6 @@ FMA_LATENCY_SLACK = 2
 ROLL_FREE_REGISTERS = 6
 # Instructions of an inner loop's copies GCC unrolls completely (its max-completely-peeled-insns).
 PEELED_INSNS = 200
-# Tiles whose modelled throughput is within this fraction of the best are as good as the model can
-# tell (measured on Zen 4: 2x7, 2x14 and 1x28 zmm tiles of one conv within 10%, the smallest of them
-# best); among them the one reading the fewest operands per FMA (loads, broadcasts, L1 traffic).
-SCORE_TOLERANCE = 0.0
 # per output element a transposing copy-out writes (a lane extracted and stored)
 EPILOGUE_CYCLES = 1.0
 # per element a packing copy reorders (a strided gather and a store), next to the tile's FMA cycles;
@@ -64,19 +64,15 @@ class Tile:
     width: int  # lanes of one vector (1: scalar code)
     tiles: dict  # loop name -> register-tile factor
     totals: dict  # loop name -> split total
-    score: float  # useful lane FMAs per cycle
+    score: float  # useful lane FMAs per cycle (over the target's lanes)
     accumulators: int  # vector (or scalar) registers of accumulators
     operand_registers: int  # registers operands take beside them, reduce loops rolled
-    reads_per_fma: float
-
-    @property
-    def live(self) -> int:
-        """Vector registers live in the inner loop with the reduce loops rolled."""
-        return self.accumulators + self.operand_registers
+    reads_per_fma: float  # distinct operand reads per lane FMA
 
     @property
     def live_unrolled(self) -> int:
-        """... with the compiler free to unroll them (sharing operands across copies)."""
+        """Vector registers live with the compiler free to unroll the reduce loops (sharing
+        operands across copies): more than the register file keeps them rolled."""
         return self.accumulators + max(self.operand_registers, ROLL_FREE_REGISTERS)
 
 
@@ -228,15 +224,12 @@ def _vector_splits(space: Space, plan: CpuPlan, vpos: int):
 
 
 def _ranked(found: list) -> list[Tile]:
-    """Best first, one tile per shape: those within SCORE_TOLERANCE of the best score by fewest
-    operand reads per FMA, then by score; ties by vector axis (the innermost first), the cache lines
-    rows touch, vectors."""
-    top = max((c.score for _, _, c in found), default=0.0)
-
+    """Best first, one tile per shape (the first best of each, shapes in the order they first
+    appear): by score; ties by vector axis (the innermost first), fewest operand reads per FMA,
+    the cache lines rows touch, vectors."""
     def rank(entry):
         _, ties, c = entry
-        near = c.score >= top * (1 - SCORE_TOLERANCE)
-        return (near, 0 if near else round(c.score, 6), ties[0], -round(c.reads_per_fma, 6), *ties[1:])
+        return (round(c.score, 6), ties[0], -round(c.reads_per_fma, 6), *ties[1:])
 
     best: dict = {}  # shape -> (rank, Tile), in the order shapes first appear
     for entry in found:
@@ -263,11 +256,11 @@ def _tile_cost(plan: CpuPlan, vpos: int, lanes: int, nvec: int, tile: dict, rows
     return lane_fmas * useful / cycles / plan.lanes, accumulators, operand_regs, reads / max(lane_fmas, 1)
 
 
-def pack_cycles(plan: CpuPlan, tensor, tile: dict, vpos: int, width: int, repeats: int = 1) -> float:
+def pack_cycles(plan: CpuPlan, tensor, tile: dict, vpos: int, width: int) -> float:
     """Cycles per reduction step of packing `tensor` into vector rows, where the vector
     loop indexes a dimension of it other than the last (the packed copy is a transpose):
-    each element packed `repeats` times (the trip count of the loops around the pack that
-    do not index it; the default packs once), spread over every step of every tile. A
+    each element packed once (the default never packs an operand under loops that do not
+    index it: cpu_default._packed_once), spread over every step of every tile. A
     bilinear form's w[m, k1, k2] vectorized along m serves only batch / rows tiles per
     element, a conv's weights every h x w tile. `tile`: {position: factor}."""
     dims = indexing_dims(plan, tensor, vpos)
@@ -275,7 +268,7 @@ def pack_cycles(plan: CpuPlan, tensor, tile: dict, vpos: int, width: int, repeat
         return 0.0  # already contiguous along the vector (a transposed conv's w[c, o, 1, 1])
     steps = math.prod(lp.extent / (width if n == vpos else tile.get(n, 1)) for n, lp in enumerate(plan.main.spatial))
     steps *= math.prod(lp.extent for lp in plan.main.reduce)
-    return math.prod(tensor.shape) * repeats * PACK_CYCLES / steps
+    return math.prod(tensor.shape) * PACK_CYCLES / steps
 
 
 def epilogue_cycles(plan: CpuPlan, tile: dict, vpos: int) -> float:
