@@ -164,8 +164,9 @@ def fake_measure(calls):
 def test_a_fresh_store_leaves_the_model_off_and_says_so(tmp_path, monkeypatch):
     calls = []
     monkeypatch.setattr(tune_module.Measurer, "measure", fake_measure(calls))
-    r = tw.tune(gemm(), trials=6, seed=0, records=tmp_path / "r.sqlite", progress=False)
-    assert "no records for this target: cost model off" in r.report()
+    r = tw.tune(gemm(), trials=20, seed=0, batch=4, records=tmp_path / "r.sqlite", progress=False)
+    assert "no records for this target: cost model off; this run's 20 measurements are kept" in r.report()
+    assert len(FeatureStore(features_path(tmp_path / "r.sqlite")).for_target(CPU.key)) == 20
     off = tw.tune(gemm(), trials=2, seed=0, records=tmp_path / "r.sqlite", progress=False, cost_model="off")
     assert "cost model: cost_model='off'" in off.report()
     with pytest.raises(tw.TilewrightError, match="cost_model"):

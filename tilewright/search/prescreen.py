@@ -89,7 +89,7 @@ class Prescreen:
         self.data = TrainingSet()
         self.active = False
         self.on_from: int | None = None  # trial at which the model was first used
-        self.fits, self.batches, self.proposals, self.since_fit = 0, 0, 0, 0
+        self.fits, self.batches, self.proposals, self.since_fit, self.kept = 0, 0, 0, 0, 0
         self.trained = (0, 0, 0)  # samples of this workload, of others, other workloads
         self.predicted: dict[Point, float] = {}
         self.online: list[tuple[float, float]] = []  # (score, measured cost) of screened, measured points
@@ -230,7 +230,7 @@ class Prescreen:
             if p in self.predicted and m.ok:
                 self.online.append((self.predicted.pop(p), m.cost))
         self._forget()
-        self.fstore.put_many(new)
+        self.kept += self.fstore.put_many(new)
         self.since_fit += len(points)
         if self.since_fit >= self.refit_every:
             self._fit(trial)
@@ -242,11 +242,11 @@ class Prescreen:
         others = sorted(set(groups) - {self.workload})
         if self.mode == "auto" and len(costs) < self.min_records:
             self.active = False
-            if self.records_on_target == 0 and len(costs) == 0:
+            if self.records_on_target == 0:
                 self.reason = "no records for this target: cost model off"
             else:
                 self.reason = (f"off: {len(costs)} measured schedules with features on this target, "
-                               f"{self.min_records} needed (this run's are kept for the next)")
+                               f"{self.min_records} needed")
             return
         weights = {g: 1.0 for g in others}
         weights[self.workload] = HOME_WEIGHT if home >= HOME_MIN else 1.0
@@ -263,7 +263,9 @@ class Prescreen:
 
     def report(self) -> str:
         if not self.active and self.on_from is None:
-            return self.reason
+            kept = f"; this run's {self.kept} measurements are kept with their features for the next" \
+                if self.kept else ""
+            return self.reason + kept
         home, other, n_other = self.trained
         when = "on" if not self.on_from else f"on from trial {self.on_from}"
         line = (f"{when}, trained on {home + other} measured schedules ({home} of this workload, {other} of "

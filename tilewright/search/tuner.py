@@ -5,7 +5,9 @@ the space, the point -> schedule implementation and the build pipeline.
 
 The default (heuristic) point is measured first, so the report shows what
 search added; known records of the same workload on the same target seed the
-search (a rerun resumes an interrupted one without re-measuring anything)."""
+search (a rerun resumes an interrupted one without re-measuring anything).
+Proposals are pre-screened by the learned cost model when the target has
+enough measured schedules to train it (search/prescreen.py)."""
 
 from __future__ import annotations
 
