@@ -5,7 +5,7 @@ alternating rounds (bench/timing.py).
 
 "before" builds the same point with vector loads limited to unit stride, as the
 vectorizer was before strided loads (a stride-2 load then leaves an `omp simd`
-loop); "after" is the current code; "after+strip" also turns on the vectorizer's
+loop); "after" is the current code; "+strip" also turns on the vectorizer's
 strip-mining at the host's vector width (lower/vectorize.py, opt-in: the root
 padding copy's 112-column interior is then vectors instead of a scalar loop).
 Variants that produce the same C are timed once. Points: the untuned default, and "rows":
@@ -73,9 +73,9 @@ def rows_points(case: str, space, plan) -> dict[str, Point]:
     return points
 
 
-# how each variant lowers: vector loads of unit stride only (as before strided loads), of stride <= 4
-# (current), and the latter with the vectorizer's opt-in strip-mining at the host's vector width
-VARIANTS = {"before": (1, False), "after": (4, False), "after+strip": (4, True)}
+# how each variant lowers: vector loads of unit stride only (as before strided loads) or of stride <= 4
+# (current), each without and with the vectorizer's opt-in strip-mining at the host's vector width
+VARIANTS = {"before": (1, False), "after": (4, False), "before+strip": (1, True), "after+strip": (4, True)}
 
 
 def build(tensors, space, plan, point: Point, variant: str):
