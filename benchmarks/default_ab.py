@@ -17,6 +17,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import numpy as np
 
@@ -57,7 +58,20 @@ def _kernel(tensors, space, plan, point, target, threads):
     return kernel
 
 
-def run(specs: list[str], checkout: str, rounds: int, threads: int) -> list[dict]:
+def _thread_seconds(fn, min_s: float = 0.1) -> float:
+    """CPU seconds of this thread per call of `fn` (calls repeated for `min_s`): with one
+    thread the work runs on the calling thread, and its CPU time leaves out the time other
+    processes on a shared machine hold the core (wall time counts it)."""
+    fn()
+    start = time.thread_time()
+    calls = 0
+    while time.thread_time() - start < min_s:
+        fn()
+        calls += 1
+    return (time.thread_time() - start) / calls
+
+
+def run(specs: list[str], checkout: str, rounds: int, threads: int, cpu_time: bool = False) -> list[dict]:
     target = tw.as_target("cpu")
     old = before_points(checkout, specs)
     rows = []
@@ -76,13 +90,17 @@ def run(specs: list[str], checkout: str, rounds: int, threads: int) -> list[dict
             kernel(*ins, got)
             err = float(np.abs(got - want).max() / max(float(np.abs(want).max()), 1e-30))
             assert err <= 1e-4, f"{spec}: the {name} default disagrees with the reference ({err:.1e})"
-            sides[name] = lambda k=kernel, out=got, ins=ins: k.time(*ins, out, repeat=3).median
+            if cpu_time:
+                sides[name] = lambda k=kernel, out=got, ins=ins: _thread_seconds(lambda: k(*ins, out))
+            else:
+                sides[name] = lambda k=kernel, out=got, ins=ins: k.time(*ins, out, repeat=3).median
         try:
             import torch
 
             torch.set_num_threads(threads)
             for layout, fn in torch_variants(op, case, ins).items():
-                sides[f"torch:{layout}"] = lambda fn=fn: median_seconds(fn, repeat=3)
+                sides[f"torch:{layout}"] = ((lambda fn=fn: _thread_seconds(fn)) if cpu_time
+                                            else (lambda fn=fn: median_seconds(fn, repeat=3)))
         except ImportError:
             pass
         samples = _alternating(sides, rounds)
@@ -125,11 +143,17 @@ def main(argv=None) -> None:
                     help="suite cases, OP:case or (ResNet-50) case, comma-separated")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--threads", type=int, default=tw.as_target("cpu").cores)
+    ap.add_argument("--cpu-time", action="store_true",
+                    help="with --threads 1: time each side as this thread's CPU time (a shared machine's other "
+                         "processes then do not count), not wall time")
     ap.add_argument("--json", help="write the rows here")
     args = ap.parse_args(argv)
     specs = [c if ":" in c else f"R50:{c}" for c in args.cases.split(",")]
-    print(f"host: {tw.as_target('cpu')}; {args.threads} threads, {args.rounds} alternating rounds, medians")
-    rows = run(specs, args.before, args.rounds, args.threads)
+    clock = "thread CPU time" if args.cpu_time else "wall time"
+    print(f"host: {tw.as_target('cpu')}; {args.threads} threads, {args.rounds} alternating rounds, medians, {clock}")
+    if args.cpu_time and args.threads != 1:
+        ap.error("--cpu-time measures the calling thread: use it with --threads 1")
+    rows = run(specs, args.before, args.rounds, args.threads, args.cpu_time)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
