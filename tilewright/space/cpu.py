@@ -12,8 +12,8 @@ tile, register tile); the main node's reduce loops in two.
 Knobs (values chosen by search): every split; the order of reduce loops and
 whether the inner ones run outside or inside the register-row loops; how many
 outer loops are fused into the parallel loop; unrolling; for each input of
-the main node, packing it into a contiguous buffer at the outer or tile loop;
-for each elementwise producer (padding, packing), inline / per outer tile /
+the main node, packing it into a contiguous buffer at the outer or tile loop
+or once per call in its own parallel stage; for each elementwise producer (padding, packing), inline / per outer tile /
 at root. Target-fixed: vector width, register budget.
 
 What the analysis tells the space lives in `cpu_plan`, what each knob and

@@ -41,9 +41,9 @@ def heuristic_points(space: Space, plan: CpuPlan, k: int = 4) -> list[Point]:
 def default_point(space: Space, plan: CpuPlan) -> Point:
     """The untuned heuristic, from the target, the loop extents and which loops
     index which operand: the register tile of best modelled throughput (see
-    `cpu_tiles`), operands the vector axis indexes packed once (per outer block,
-    or once per call where the parallel loop runs over blocks that do not index
-    them), enough outer loops fused for every core; lane sums along the
+    `cpu_tiles`), operands the vector axis indexes packed once per outer block,
+    enough outer loops fused for every core, but no pack repeated under fused
+    loops that do not index it (`_packed_once`); lane sums along the
     reduction instead when an operand it reads contiguously is used too few
     times to repay any packing (a GEMV's matrix)."""
     lane = _lane_sum_point(space, plan)
