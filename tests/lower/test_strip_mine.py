@@ -20,6 +20,8 @@ from tilewright.ir.stmt import For, ForKind
 from tilewright.ir.stmt_functor import walk_stmt
 from tilewright.lower import passes
 from tilewright.lower import vectorize as vectorize_module
+from tilewright.lower.lower import lower
+from tilewright.lower.registers import RegisterFile
 
 AVX2_BYTES = 32
 
@@ -43,7 +45,12 @@ def scaled_rows(n: int, dtype: str = "float32", out_dtype: str | None = None):
 
 def test_without_the_width_non_power_of_two_loops_stay_omp_simd():
     s, args = scaled_rows(100)
-    assert len(simd_loops(tw.lower(s, args))) == 1
+    assert len(simd_loops(lower(s, args, registers=RegisterFile(0, 16)))) == 1  # a target without vectors
+
+
+def test_the_pipeline_strip_mines_at_the_targets_width():
+    s, args = scaled_rows(100)
+    assert not simd_loops(tw.lower(s, args, target=tw.Target("cpu")))
 
 
 @pytest.mark.parametrize("n", [8, 13, 100, 112, 130, 257])

@@ -34,7 +34,7 @@ def run_passes(func, zero_boxes: dict | None = None, registers: RegisterFile | N
     body = unroll(body)
     body = simplify_stmt(body) or Seq(())
     body = lane_sums(body)
-    body = vectorize(body)
+    body = vectorize(body, vector_bytes=registers.vector_bytes)  # strip-mined at the target's width
     body = promote_accumulators(body, registers)  # after unroll/vectorize: accesses have their final shape
     body = insert_barriers(body)
     body = simplify_stmt(body) or Seq(())
