@@ -155,7 +155,11 @@ def test_forced_isa_flags_and_libraries_differ(rng):
     scalar = tw.build(s, args, target="cpu -isa=scalar")
     flags = {k.build_result.flags for k in (native, avx2, scalar)}
     assert len(flags) == 3
-    assert native.source == avx2.source == scalar.source  # same C, different code generation flags
+    # lowering strip-mines vector loops at the target's width, so the C is the same for the same
+    # vector width (native and avx2 on an AVX2 host), differing only in code generation flags
+    if HOST.vector_bytes == 32:
+        assert native.source == avx2.source
+    assert scalar.source != avx2.source or "tw_float32x" not in avx2.source
     libs = {k.build_result.library for k in (native, avx2, scalar)}
     assert len(libs) == 3  # the kernel cache is keyed by the flags too
 
