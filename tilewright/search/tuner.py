@@ -259,39 +259,46 @@ def run_tuning(backend, tensors, tgt, trials: int = 200, method: str = "q", time
 
 
 # The fastest few points of a run are timed again, in alternating rounds, and the best median wins:
-# on a shared machine one measurement can be 20% off, enough to crown the wrong schedule.
-FINALISTS, FINAL_ROUNDS = 3, 2
+# on a shared machine one measurement can be 20% off, enough to crown the wrong schedule. A point
+# whose only measurement was lucky would still outrank finalists whose re-timing raised their median,
+# so passes repeat until the top few are all re-timed points (at most FINAL_PASSES).
+FINALISTS, FINAL_ROUNDS, FINAL_PASSES = 3, 2, 4
 
 
 def _retime_finalists(result: TuneResult, store: Records, tkey: str, measurer, record, logf, default,
                       default_times: list) -> None:
     """Time the best few points of the records, and the default, again and take the best
     of the records' per-point medians (`Records.best`: the median of every time of a point),
-    so the run and later builds agree. The default's cost becomes the median of every time
-    this run took of it, the same statistic: tuned and untuned are compared like with like."""
+    so the run and later builds agree; repeat for points that rise into the top few without
+    having been re-timed. The default's cost becomes the median of every time this run took
+    of it, the same statistic: tuned and untuned are compared like with like."""
     def ranked():
         for r in store.best(result.workload, tkey, k=FINALISTS):
             p = _valid_point(r, result.space)
             if p is not None:
                 yield p, r
 
-    finalists = [p for p, _ in ranked()]
-    if math.isfinite(result.default_cost) and default not in finalists:
-        finalists.append(default)
-    if len(finalists) < 2:
-        return
-    schedules = _instantiate(result.backend, result.outputs, result.plan, finalists)
-    for _ in range(FINAL_ROUNDS):
-        for p, m in zip(finalists, measurer.measure(
-                schedules, on_result=lambda i, m: record(finalists[i], schedules[i], m))):
-            if p == default and m.ok:
-                default_times.extend(m.costs)
+    retimed: set = set()
+    for n in range(FINAL_PASSES):
+        finalists = [p for p, _ in ranked() if p not in retimed]
+        if n == 0 and math.isfinite(result.default_cost) and default not in finalists:
+            finalists.append(default)
+        if not finalists or (n == 0 and len(finalists) < 2):
+            break
+        schedules = _instantiate(result.backend, result.outputs, result.plan, finalists)
+        for _ in range(FINAL_ROUNDS):
+            for p, m in zip(finalists, measurer.measure(
+                    schedules, on_result=lambda i, m, f=finalists, s=schedules: record(f[i], s[i], m))):
+                if p == default and m.ok:
+                    default_times.extend(m.costs)
+        retimed.update(finalists)
     if default_times:  # this run's times of the default, not older runs' records of it
         result.default_cost = median(default_times)
     now = list(ranked())
     for _, r in now:
         logf.write(f"finalist\t{r.cost:.6g} (median record)\t{r.point}\n")
-    result.best_point, result.best_cost = now[0][0], now[0][1].cost
+    if now:
+        result.best_point, result.best_cost = now[0][0], now[0][1].cost
 
 
 def _instantiate(backend, outputs, plan, points) -> list:
