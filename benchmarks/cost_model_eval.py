@@ -31,6 +31,7 @@ import json
 import math
 import platform
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -180,13 +181,18 @@ def first_reaching(curve: list[float], bar: float, fraction: float = 0.9) -> int
 
 
 def summarise(runs: list[dict]) -> list[dict]:
+    """Per case and mode: trials to 90% of the case's best over all runs (a common bar), of the run's own
+    final best, and of the *plain* run's final best with the same seed (how soon each reaches what the
+    search without the model ends with); best-so-far at a few trial counts."""
     rows = []
     for case in dict.fromkeys(r["case"] for r in runs):
         mine = [r for r in runs if r["case"] == case]
         bar = min(min(r["best_so_far_s"]) for r in mine)
+        plain_final = {r["seed"]: r["best_so_far_s"][-1] for r in mine if not r["model"]}
         for r in mine:
             r["to90_common"] = first_reaching(r["best_so_far_s"], bar)
             r["to90_own"] = first_reaching(r["best_so_far_s"], r["best_so_far_s"][-1])
+            r["to90_plain"] = first_reaching(r["best_so_far_s"], plain_final.get(r["seed"], math.inf))
             r["final_best_s"] = r["best_so_far_s"][-1]
         for model in (False, True):
             rs = [r for r in mine if r["model"] is model]
@@ -194,17 +200,46 @@ def summarise(runs: list[dict]) -> list[dict]:
                 continue
             trials = len(rs[0]["best_so_far_s"])
             common = [r["to90_common"] if r["to90_common"] is not None else trials + 1 for r in rs]
+            checkpoints = [n for n in (15, 30, trials) if n <= trials]
             rows.append({"case": case, "model": model, "seeds": [r["seed"] for r in rs],
                          "to90_common": [r["to90_common"] for r in rs], "to90_common_median": float(np.median(common)),
-                         "to90_own": [r["to90_own"] for r in rs],
+                         "to90_own": [r["to90_own"] for r in rs], "to90_plain": [r["to90_plain"] for r in rs],
+                         "best_ms_at": {n: [r["best_so_far_s"][n - 1] * 1e3 for r in rs] for n in checkpoints},
                          "final_best_ms": [r["final_best_s"] * 1e3 for r in rs], "bar_ms": bar * 1e3,
                          "wall_s": [round(r["wall_s"]) for r in rs]})
     return rows
 
 
+def overall(summary: list[dict]) -> dict:
+    """Across cases and seeds: geometric-mean ratio model / plain of the best time at each checkpoint, the
+    summed trials to 90% of the plain run's final best (a run that never gets there counts trials + 1),
+    and how many seed pairs the model's final best beat the plain one's."""
+    out: dict = {"best_ratio_at": {}, "pairs": 0, "model_final_better": 0}
+    by = {(r["case"], r["model"]): r for r in summary}
+    plain_t, model_t = [], []
+    for (case, model), r in by.items():
+        if model or (case, True) not in by:
+            continue
+        m = by[(case, True)]
+        trials = max(int(n) for n in r["best_ms_at"])
+        for n in r["best_ms_at"]:
+            out["best_ratio_at"].setdefault(n, []).extend(
+                np.log(np.array(m["best_ms_at"][n]) / np.array(r["best_ms_at"][n])).tolist())
+        plain_t += [t if t is not None else trials + 1 for t in r["to90_plain"]]
+        model_t += [t if t is not None else trials + 1 for t in m["to90_plain"]]
+        out["pairs"] += len(r["final_best_ms"])
+        out["model_final_better"] += sum(a < b for a, b in zip(m["final_best_ms"], r["final_best_ms"]))
+    out["best_ratio_at"] = {n: float(np.exp(np.mean(v))) for n, v in out["best_ratio_at"].items()}
+    out["to90_plain_sum"] = {"plain": int(sum(plain_t)), "model": int(sum(model_t))}
+    out["to90_plain_median"] = {"plain": float(np.median(plain_t)) if plain_t else None,
+                                "model": float(np.median(model_t)) if model_t else None}
+    return out
+
+
 def trials_phase(workdir: Path, cases: list[str], seeds: list[int], trials: int, out: dict, out_path: Path) -> None:
     runs = out.setdefault("trials", {}).setdefault("runs", [])
-    out["trials"].update({"trials": trials, "seeds": seeds, "cases": cases})
+    out["trials"].update({"trials": trials, "seeds": seeds, "cases": cases,
+                          "command": "python " + " ".join(sys.argv)})
     for case in cases:
         for seed in seeds:
             for with_model in (False, True):
@@ -216,6 +251,7 @@ def trials_phase(workdir: Path, cases: list[str], seeds: list[int], trials: int,
                 print(f"trials {case} seed {seed} {'model' if with_model else 'plain'}: best "
                       f"{min(r['best_so_far_s']) * 1e3:.3f} ms, {r['wall_s']:.0f} s; {r['cost_model']}", flush=True)
                 out["trials"]["summary"] = summarise(runs)
+                out["trials"]["overall"] = overall(out["trials"]["summary"])
                 _save(out, out_path)
 
 
@@ -244,22 +280,36 @@ def markdown(out: dict) -> str:
     if out.get("trials", {}).get("summary"):
         t = out["trials"]
         lines += [f"## (b) Trials to 90% ({t['trials']} trials, Q-method from scratch, seeds {t['seeds']})", "",
-                  "90% of the best any run of the case found (common bar); `-`: never within the budget.", "",
-                  "| case | model | trials to 90% (per seed) | median | to 90% of own final | final best ms | wall s |",
+                  f"`{t.get('command', '')}`", "",
+                  "Trials until the best-so-far is within 90% of: the best any run of the case found (common), "
+                  "the run's own final best (own), the final best of the run *without* the model with the same "
+                  "seed (plain). `-`: not within the budget.", "",
+                  "| case | model | to 90%: common | own | plain | best ms at trial " +
+                  "; ".join(map(str, t["summary"][0]["best_ms_at"])) + " (each: seeds in order) | wall s |",
                   "|---|---|---|---|---|---|---|"]
         for r in t["summary"]:
+            at = "; ".join(", ".join(f"{v:.2f}" for v in vs) for vs in r["best_ms_at"].values())
             lines.append(f"| {r['case']} | {'on' if r['model'] else 'off'} | {', '.join(map(_fmt, r['to90_common']))} "
-                         f"| {r['to90_common_median']:.0f} | {', '.join(map(_fmt, r['to90_own']))} | "
-                         f"{', '.join(f'{v:.3f}' for v in r['final_best_ms'])} | "
-                         f"{', '.join(map(str, r['wall_s']))} |")
+                         f"| {', '.join(map(_fmt, r['to90_own']))} | {', '.join(map(_fmt, r['to90_plain']))} | {at} "
+                         f"| {', '.join(map(str, r['wall_s']))} |")
+        o = t.get("overall")
+        if o:
+            ratios = ", ".join(f"trial {n}: {v:.2f}" for n, v in o["best_ratio_at"].items())
+            lines += ["", f"Model on / off, geometric mean of the best time so far over cases and seeds: {ratios} "
+                      f"(< 1: the model's runs are ahead). Trials to 90% of the plain run's final best, summed over "
+                      f"{o['pairs']} seed pairs (never = trials + 1): off {o['to90_plain_sum']['plain']}, on "
+                      f"{o['to90_plain_sum']['model']}; median off {o['to90_plain_median']['plain']:.0f}, on "
+                      f"{o['to90_plain_median']['model']:.0f}. The model's final best beat the plain run's in "
+                      f"{o['model_final_better']} of {o['pairs']} pairs."]
         lines.append("")
+    lines += [f"- {n}" for n in out.get("notes", [])]
     return "\n".join(lines)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--phase", nargs="+", default=["collect", "heldout", "trials"],
-                    choices=["collect", "featurise", "heldout", "trials"])
+                    choices=["collect", "featurise", "heldout", "trials", "report"])
     ap.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "tilewright-cost-model-eval")
     ap.add_argument("--train", nargs="+", default=TRAIN)
     ap.add_argument("--test", nargs="+", default=TEST)
@@ -282,6 +332,10 @@ def main() -> None:
         _save(out, out_path)
     if "trials" in args.phase:
         trials_phase(args.workdir, args.test, args.seeds, args.trials, out, out_path)
+    if "report" in args.phase and out.get("trials", {}).get("runs"):  # summaries again from the stored runs
+        out["trials"]["summary"] = summarise(out["trials"]["runs"])
+        out["trials"]["overall"] = overall(out["trials"]["summary"])
+        _save(out, out_path)
     print(markdown(out))
 
 

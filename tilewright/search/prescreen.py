@@ -216,6 +216,7 @@ class Prescreen:
     def observe(self, points, schedules, results, trial: int) -> None:
         """After a batch is measured: keep the features and times, refit when due."""
         if self.mode == "off":
+            self._forget()
             return
         new = []
         for p, s, m in zip(points, schedules, results):
