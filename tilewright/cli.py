@@ -60,7 +60,7 @@ def cmd_tune(args) -> int:
 
     tensors = _program(args)
     result = tune(tensors, target=args.target, trials=args.trials, method=args.method, timeout=args.timeout,
-                  seed=args.seed, records=args.records, progress=True)
+                  seed=args.seed, records=args.records, progress=True, cost_model=args.cost_model)
     print(result.report())
     return 0 if math.isfinite(result.best_cost) else 1
 
@@ -120,6 +120,8 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--method", default="q", choices=["q", "p", "random"])
     t.add_argument("--timeout", type=float, default=10.0)
     t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--cost-model", default="auto", choices=["auto", "on", "off"],
+                   help="pre-screen candidates with the learned model (auto: once the target has enough records)")
     t.add_argument("--records", help="SQLite record file (default: the user cache dir)")
     t.set_defaults(fn=cmd_tune)
     b = sub.add_parser("bench", help="benchmark a suite against PyTorch")
