@@ -26,12 +26,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 
 import numpy as np
 
 import tilewright as tw
-import time
-
 from tilewright.bench.timing import alternating_medians, settle
 from tilewright.lower import passes
 from tilewright.lower import vectorize as vectorize_pass
@@ -141,7 +140,8 @@ def run_case(case: str, rounds: int, threads: int) -> dict:
         pass
     times = alternating_medians(sides, rounds=rounds)
     torch_best = min((t for n, t in times.items() if n.startswith("torch:")), default=None)
-    row = {"case": case, "threads": threads, "stride": suite_case("DEP", case)["stride"], "ms": {n: t * 1e3 for n, t in times.items()},
+    row = {"case": case, "threads": threads, "stride": suite_case("DEP", case)["stride"],
+           "ms": {n: t * 1e3 for n, t in times.items()},
            "points": {n: str(p) for n, p in points.items()}, "same_code_as": same,
            "vector_loads_strided": {n: "tw_load_s" in k.source for n, k in kernels.items()},
            "omp_simd_loops": {n: k.source.count("omp simd") for n, k in kernels.items()}}

@@ -234,7 +234,7 @@ def test_padding_copy_splits_off_its_border(rng, pad):
     from tilewright.lower.lower import lower
     from tilewright.lower.registers import RegisterFile
 
-    kernel = check_kernel(s, [A, P], rng)
+    check_kernel(s, [A, P], rng)
     unmined = lower(s, [A, P], registers=RegisterFile(0, 16))  # without strip-mining, to see partition's loops
     rows = [f for f in walk_stmt(unmined.body) if isinstance(f, For) and f.var.name == P.op.axis[2].name]
     interior = next(f for f in rows if int(f.extent.value) == 37)

@@ -87,8 +87,8 @@ def bench_target(threads: int | None = None, isa: str = "native"):
 
 def run_case(op: str, case: str, trials: int, threads: int, records: Records, method: str = "q",
              reuse: bool = False, seed: int = 0, progress: bool = False, isa: str = "native") -> CaseResult:
-    from ..api import build as build_kernel
     from ..analysis.workload import workload_key
+    from ..api import build as build_kernel
 
     tensors = suite_program(op, case)
     target = bench_target(threads, isa)
