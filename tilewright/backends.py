@@ -65,25 +65,14 @@ class Backend:
                                   f"given a default schedule; write one by hand (s[C].bind(...)) and tw.build it")
 
 
-def _register_file(target: Target):
-    """The register file lowering fits register tiles and vectors to: the CPU target's own (not the
-    host's: an AVX2 target on an AVX-512 host has 16 registers of 32 bytes); for GPU kernels, float4
-    (the widest vector their renderers emit) and the count an AVX2 host gave before, so GPU code
-    does not depend on the host."""
-    from .lower.registers import RegisterFile
-
-    if target.is_gpu:
-        return RegisterFile(16, 16)
-    return RegisterFile(target.vector_bytes, target.vector_registers)
-
-
 def _cpu_lower(s, args, name, target: Target):
     """Lowering for a CPU: no loop may be bound to GPU blocks or threads."""
     from .ir.stmt_functor import walk_stmt
     from .lower import lower
     from .lower.gpu_checks import is_bound, stage_names, top_level
+    from .lower.registers import RegisterFile
 
-    func = lower(s, args, name, registers=_register_file(target))
+    func = lower(s, args, name, registers=RegisterFile.of(target))
     for stmt in top_level(func.body):
         bound = sorted({f"'{x.var.name}' to {x.thread_tag}" for x in walk_stmt(stmt) if is_bound(x)})
         if bound:
@@ -114,8 +103,9 @@ def _gpu_lower(s, args, name, target: Target):
     """Lowering plus what a GPU needs: every root stage bound, launches within the device's limits."""
     from .lower import lower
     from .lower.gpu_checks import check_launch_limits, validate_gpu_func
+    from .lower.registers import RegisterFile
 
-    func = lower(s, args, name, registers=_register_file(target))
+    func = lower(s, args, name, registers=RegisterFile.of(target))
     validate_gpu_func(func)
     check_launch_limits(func, target.gpu.max_threads_per_block, target.gpu.shared_mem_per_block)
     return func

@@ -38,12 +38,20 @@ class RegisterFile:
         """Elements of `dtype` one register holds."""
         return max(1, self.vector_bytes // dtype.scalar.bytes)
 
+    @classmethod
+    def of(cls, target) -> RegisterFile:
+        """A CPU target's own register file (an AVX2 target on an AVX-512 host: 16 of 32 bytes); for GPU
+        kernels float4, the widest vector their renderers emit, and 16 slots, so GPU code does not
+        depend on the host."""
+        if target.is_gpu:
+            return cls(16, 16)
+        return cls(target.vector_bytes, target.vector_registers)
+
 
 def host_register_file() -> RegisterFile:
     from ..targets import host_target
 
-    host = host_target()
-    return RegisterFile(host.vector_bytes, host.vector_registers)
+    return RegisterFile.of(host_target())
 
 
 def promote_registers(body: Stmt, vector_bytes: int = 0) -> Stmt:
