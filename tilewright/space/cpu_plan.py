@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from ..analysis.axis_merge import MergedProgram, merge_contiguous_axes
 from ..analysis.graph import MiniGraph, Node, analyze, is_placeholder
-from ..ir.expr import Load
+from ..ir.expr import Const, Load
 from ..targets import Target
 from ..te.program import as_tensor_list
 from .cpu_knobs import option
@@ -45,9 +45,14 @@ def _elementwise_reader(node: Node, consumer: Node) -> bool:
         return False
     axes = consumer.tensor.op.axis
     for n in loads_of(consumer, node.tensor):
-        if len(n.indices) != len(axes) or any(i is not a for i, a in zip(n.indices, axes)):
+        if len(n.indices) != len(axes) or not all(_same_index(i, a) for i, a in zip(n.indices, axes)):
             return False
     return True
+
+
+def _same_index(index, axis) -> bool:
+    """`index` is `axis`, or the constant 0 on an extent-1 axis (how broadcasting reads a size-1 dim)."""
+    return index is axis or (axis.extent == 1 and isinstance(index, Const) and index.value == 0)
 
 
 def loads_of(consumer: Node, tensor) -> list[Load]:
