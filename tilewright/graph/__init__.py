@@ -1,0 +1,11 @@
+"""Whole models: the graph IR (`ir`), its operator set (`opset`), frontends
+from PyTorch and ONNX, passes (constant folding, batch-norm folding, DCE, CSE,
+fusion), lowering of fused groups to te programs, tasks and their scheduler,
+the memory plan, and the compiled `Module` with its export. Sits on top: may
+import any layer below (api, backends, search, ops, te, ...); nothing below imports it."""
+
+from .ir import Graph, Node, TensorType
+from .opset import OPS, Pattern
+from .partition import Group, Partition
+
+__all__ = ["Graph", "Node", "TensorType", "OPS", "Pattern", "Group", "Partition"]

@@ -1,0 +1,84 @@
+"""The graph's operator vocabulary: what each op reads, its attributes and
+their defaults, and its fusion pattern (TVM section 2: injective, reduction,
+complex-out-fusable, opaque). Frontends map ATen/ONNX ops onto these names;
+shape inference (`infer.py`) and lowering to te (`lower_te.py`) cover exactly
+this set. Layout is NCHW unless an op's `layout` attribute says otherwise."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class Pattern(enum.IntEnum):
+    """TVM's fusion classes, ordered as TVM orders them (lower fuses more freely)."""
+    INJECTIVE = 1  # elementwise, broadcast, reshape, permute, pad, concat
+    REDUCTION = 2  # pooling, softmax, layer norm, mean
+    COMPLEX = 3  # conv, dense, matmul: complex-out-fusable (an elementwise epilogue fuses into them)
+    OPAQUE = 4  # not fused (constants, anything we cannot fuse)
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    name: str
+    inputs: tuple[str, ...]  # roles, in order; a trailing "?" marks an optional input
+    attrs: dict = field(default_factory=dict)  # attribute -> default (None: required)
+    pattern: Pattern = Pattern.INJECTIVE
+    doc: str = ""
+
+    @property
+    def min_inputs(self) -> int:
+        return sum(1 for r in self.inputs if not r.endswith("?"))
+
+
+_UNARY = {
+    "relu": "max(x, 0)", "sigmoid": "1 / (1 + exp(-x))", "tanh": "tanh(x)", "silu": "x * sigmoid(x)",
+    "hardswish": "x * relu6(x + 3) / 6", "exp": "e^x", "sqrt": "sqrt(x)", "neg": "-x", "erf": "erf(x)",
+}
+_BINARY = ("add", "sub", "mul", "div", "maximum", "minimum", "pow")
+
+_SPECS = [
+    OpSpec("constant", (), {}, Pattern.OPAQUE, "a weight or other fixed array (Graph.constants)"),
+    OpSpec("conv2d", ("x", "weight", "bias?"),
+           {"stride": (1, 1), "padding": (0, 0, 0, 0), "dilation": (1, 1), "groups": 1},
+           Pattern.COMPLEX, "NCHW x, OIHW weight; padding is (top, left, bottom, right)"),
+    OpSpec("dense", ("x", "weight", "bias?"), {}, Pattern.COMPLEX,
+           "x[..., K] @ weight[N, K].T + bias[N] (torch.nn.Linear)"),
+    OpSpec("matmul", ("a", "b"), {}, Pattern.COMPLEX,
+           "a[..., M, K] @ b[..., K, N], leading dims broadcast (torch.matmul)"),
+    OpSpec("batch_norm", ("x", "weight", "bias", "mean", "var"), {"eps": 1e-5}, Pattern.INJECTIVE,
+           "inference batch norm over axis 1: (x - mean) / sqrt(var + eps) * weight + bias"),
+    OpSpec("layer_norm", ("x", "weight?", "bias?"), {"axes": 1, "eps": 1e-5}, Pattern.REDUCTION,
+           "normalize over the last `axes` dimensions"),
+    OpSpec("softmax", ("x",), {"axis": -1}, Pattern.REDUCTION),
+    OpSpec("max_pool2d", ("x",),
+           {"kernel": None, "stride": None, "padding": (0, 0, 0, 0), "dilation": (1, 1), "ceil_mode": False},
+           Pattern.REDUCTION),
+    OpSpec("avg_pool2d", ("x",),
+           {"kernel": None, "stride": None, "padding": (0, 0, 0, 0), "ceil_mode": False, "count_include_pad": True},
+           Pattern.REDUCTION),
+    OpSpec("mean", ("x",), {"axes": None, "keepdims": True}, Pattern.REDUCTION,
+           "mean over `axes` (global average pooling is mean over (2, 3))"),
+    OpSpec("leaky_relu", ("x",), {"alpha": 0.01}, Pattern.INJECTIVE),
+    OpSpec("gelu", ("x",), {"approximate": "none"}, Pattern.INJECTIVE, "approximate: 'none' (erf) or 'tanh'"),
+    OpSpec("clip", ("x",), {"min": None, "max": None}, Pattern.INJECTIVE, "clamp; ReLU6 is clip(0, 6)"),
+    OpSpec("reshape", ("x",), {"shape": None}, Pattern.INJECTIVE, "the same elements in row-major order"),
+    OpSpec("permute", ("x",), {"dims": None}, Pattern.INJECTIVE),
+    OpSpec("pad", ("x",), {"pads": None, "value": 0.0}, Pattern.INJECTIVE,
+           "pads: (before_0, ..., before_n-1, after_0, ..., after_n-1)"),
+    OpSpec("concat", ("x*",), {"axis": 0}, Pattern.INJECTIVE, "x*: one or more inputs"),
+    *(OpSpec(n, ("x",), {}, Pattern.INJECTIVE, d) for n, d in _UNARY.items()),
+    *(OpSpec(n, ("a", "b"), {}, Pattern.INJECTIVE, "NumPy broadcasting") for n in _BINARY),
+]
+
+OPS: dict[str, OpSpec] = {s.name: s for s in _SPECS}
+
+
+def spec(op: str, node: str = "") -> OpSpec:
+    """The spec of `op`, or a ShapeError naming the node and the supported set."""
+    from ..errors import ShapeError
+
+    if op not in OPS:
+        where = f"node '{node}': " if node else ""
+        raise ShapeError(f"{where}unknown graph op '{op}'; supported: {', '.join(sorted(OPS))}")
+    return OPS[op]
