@@ -1,0 +1,252 @@
+"""Lowering one fused group to one te program: placeholders for the values it
+reads (activations and constants alike: constant arrays are passed at run time),
+each node composed from `tilewright.ops`, the group's outputs last. te tensors
+are named after graph values (sanitized), so generated C reads like the model."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from .. import ops
+from ..errors import ShapeError
+from ..ops.elementwise import broadcast_index, broadcast_shapes
+from ..ops.pad import pad_axes
+from ..te import compute, erf, exp, if_then_else, placeholder, reduce_axis, sqrt
+from ..te import max as te_max
+from ..te import min as te_min
+from ..te import pow as te_pow
+from ..te import sum as te_sum
+from ..te.tensor import Tensor
+from .ir import Graph, Node
+from .partition import Group
+
+
+@dataclass(frozen=True)
+class GroupProgram:
+    """`args`: placeholders of `input_values` in order, then the tensors of `output_values`."""
+    name: str
+    args: tuple[Tensor, ...]
+    input_values: tuple[str, ...]
+    output_values: tuple[str, ...]
+
+    @property
+    def inputs(self) -> tuple[Tensor, ...]:
+        return self.args[:len(self.input_values)]
+
+    @property
+    def outputs(self) -> tuple[Tensor, ...]:
+        return self.args[len(self.input_values):]
+
+
+def sanitize(name: str) -> str:
+    """A C identifier made from a graph value's name."""
+    out = re.sub(r"[^A-Za-z0-9_]", "_", name) or "v"
+    return "v_" + out if out[0].isdigit() else out
+
+
+class _Names:
+    """Unique sanitized names within one program (two values may sanitize alike)."""
+
+    def __init__(self):
+        self.used: set[str] = set()
+
+    def __call__(self, value: str) -> str:
+        base = sanitize(value)
+        name, n = base, 1
+        while name in self.used:
+            name, n = f"{base}_{n}", n + 1
+        self.used.add(name)
+        return name
+
+
+def group_program(graph: Graph, group: Group) -> GroupProgram:
+    """The te program of `group`; a ShapeError names a node whose op has no lowering."""
+    names = _Names()
+    env: dict[str, Tensor] = {}
+    for v in group.inputs:
+        t = graph.type_of(v)
+        env[v] = placeholder(t.shape, t.dtype, name=names(v))
+    for node in group.nodes:
+        fn = _LOWER.get(node.op)
+        if fn is None:
+            raise ShapeError(f"node '{node.name}': op '{node.op}' has no lowering to te; lowered ops: "
+                             f"{', '.join(sorted(_LOWER))}")
+        args = [env[v] for v in node.inputs]
+        out = fn(node, args, names(node.outputs[0]))
+        want = graph.types.get(node.outputs[0])
+        if want is not None and tuple(out.shape) != want.shape:
+            raise ShapeError(f"node '{node.name}' ({node.op}): lowered to shape {list(out.shape)}, but the graph "
+                             f"types '{node.outputs[0]}' as {want}")
+        env[node.outputs[0]] = out
+    outs = []
+    for v in group.outputs:
+        t = env[v]
+        if v in group.inputs:  # a value passed straight through still needs its own output buffer
+            t = compute(t.shape, lambda *i, t=t: t[i], name=names(v + "_copy"))
+        outs.append(t)
+    return GroupProgram(sanitize(group.name), tuple(env[v] for v in group.inputs) + tuple(outs),
+                        tuple(group.inputs), tuple(group.outputs))
+
+
+# --- one function per op: (node, input tensors, output name) -> tensor ---
+
+def _conv2d(node: Node, a: list[Tensor], name: str) -> Tensor:
+    x, w = a[0], a[1]
+    bias = a[2] if len(a) > 2 else None
+    top, left, bottom, right = node.attr("padding", (0, 0, 0, 0))
+    stride, dilation, groups = node.attr("stride", (1, 1)), node.attr("dilation", (1, 1)), node.attr("groups", 1)
+    if (top, left) != (bottom, right):  # asymmetric (TF/ONNX 'SAME'): pad explicitly, convolve without padding
+        x = pad_axes(x, [0, 0, top, left], [0, 0, bottom, right], 0, name=f"{name}_apad")
+        top = left = 0
+    if groups > 1 and groups == x.shape[1] and w.shape[1] == 1:
+        return ops.depthwise_conv2d(x, w, bias, stride=stride, padding=(top, left), dilation=dilation, name=name)
+    return ops.conv2d(x, w, bias, stride=stride, padding=(top, left), dilation=dilation, groups=groups, name=name)
+
+
+def _dense(node: Node, a: list[Tensor], name: str) -> Tensor:
+    x, w = a[0], a[1]
+    bias = a[2] if len(a) > 2 else None
+    acc_name = name if bias is None else f"{name}_mm"
+    if x.ndim == 2:
+        acc = ops.gemm(x, w, transpose_b=True, name=acc_name)
+    else:  # x[..., K] @ w[N, K].T without a reshape stage
+        k = reduce_axis(x.shape[-1], "k")
+        acc = compute((*x.shape[:-1], w.shape[0]), lambda *i: te_sum(x[i[:-1] + (k,)] * w[i[-1], k], axis=k),
+                      name=acc_name)
+    if bias is None:
+        return acc
+    return compute(acc.shape, lambda *i: acc[i] + bias[i[-1]], name=name)
+
+
+def _pool(node: Node, a: list[Tensor], name: str) -> Tensor:
+    x = a[0]
+    top, left, bottom, right = node.attr("padding", (0, 0, 0, 0))
+    kernel, stride, ceil_mode = node.attr("kernel"), node.attr("stride"), node.attr("ceil_mode", False)
+    is_max = node.op == "max_pool2d"
+    if (top, left) != (bottom, right):
+        x = pad_axes(x, [0, 0, top, left], [0, 0, bottom, right], -math.inf if is_max else 0.0,
+                     name=f"{name}_apad")
+        top = left = 0
+    if is_max:
+        return ops.max_pool2d(x, kernel, stride, (top, left), node.attr("dilation", (1, 1)), ceil_mode, name=name)
+    return ops.avg_pool2d(x, kernel, stride, (top, left), ceil_mode, node.attr("count_include_pad", True),
+                          name=name)
+
+
+def _mean(node: Node, a: list[Tensor], name: str) -> Tensor:
+    x = a[0]
+    axes = node.attr("axes")
+    axes = tuple(range(x.ndim)) if axes is None else tuple(d % x.ndim for d in
+                                                              (axes if isinstance(axes, tuple) else (axes,)))
+    keep = node.attr("keepdims", True)
+    red = {d: reduce_axis(x.shape[d], f"r{d}") for d in axes}
+    kept = [d for d in range(x.ndim) if d not in red]
+    shape = tuple(1 if d in red else x.shape[d] for d in range(x.ndim)) if keep else tuple(x.shape[d] for d in kept)
+
+    def body(*i):
+        it = iter(i)
+        idx = []
+        for d in range(x.ndim):
+            if d in red:
+                if keep:
+                    next(it)
+                idx.append(red[d])
+            else:
+                idx.append(next(it))
+        return te_sum(x[tuple(idx)], axis=list(red.values()))
+
+    total = compute(shape, body, name=f"{name}_sum")
+    count = float(math.prod(x.shape[d] for d in axes))
+    return compute(shape, lambda *i: total[i] / count, name=name)
+
+
+def _clip(node: Node, a: list[Tensor], name: str) -> Tensor:
+    lo, hi = node.attr("min"), node.attr("max")
+
+    def body(*i):
+        v = a[0][i]
+        if lo is not None:
+            v = te_max(v, float(lo))
+        if hi is not None:
+            v = te_min(v, float(hi))
+        return v
+
+    return compute(a[0].shape, body, name=name)
+
+
+def _unary(fn):
+    return lambda node, a, name: compute(a[0].shape, lambda *i: fn(a[0][i]), name=name)
+
+
+def _concat(node: Node, a: list[Tensor], name: str) -> Tensor:
+    axis = node.attr("axis", 0) % a[0].ndim
+    starts = [0]
+    for t in a:
+        starts.append(starts[-1] + t.shape[axis])
+    shape = a[0].shape[:axis] + (starts[-1],) + a[0].shape[axis + 1:]
+
+    def body(*i):
+        def read(n):
+            return a[n][i[:axis] + (i[axis] - starts[n],) + i[axis + 1:]]
+        v = read(len(a) - 1)
+        for n in range(len(a) - 2, -1, -1):
+            v = if_then_else(i[axis] < starts[n + 1], read(n), v)
+        return v
+
+    return compute(shape, body, name=name)
+
+
+def _pad(node: Node, a: list[Tensor], name: str) -> Tensor:
+    pads, n = node.attr("pads"), a[0].ndim
+    return pad_axes(a[0], list(pads[:n]), list(pads[n:]), float(node.attr("value", 0.0)), name=name)
+
+
+def _layer_norm(node: Node, a: list[Tensor], name: str) -> Tensor:
+    x, k = a[0], node.attr("axes", 1)
+    weight = a[1] if len(a) > 1 else None
+    bias = a[2] if len(a) > 2 else None
+    return ops.layer_norm(x, x.shape[x.ndim - k:], weight, bias, eps=node.attr("eps", 1e-5), name=name)
+
+
+_LOWER = {
+    "conv2d": _conv2d,
+    "dense": _dense,
+    "matmul": lambda n, a, name: ops.matmul(a[0], a[1], name=name),
+    "batch_norm": lambda n, a, name: ops.batch_norm(a[0], a[3], a[4], a[1], a[2], eps=n.attr("eps", 1e-5),
+                                                    name=name),
+    "layer_norm": _layer_norm,
+    "softmax": lambda n, a, name: ops.softmax(a[0], n.attr("axis", -1), name=name),
+    "max_pool2d": _pool,
+    "avg_pool2d": _pool,
+    "mean": _mean,
+    "relu": lambda n, a, name: ops.relu(a[0], name=name),
+    "leaky_relu": lambda n, a, name: ops.leaky_relu(a[0], n.attr("alpha", 0.01), name=name),
+    "gelu": lambda n, a, name: ops.gelu(a[0], n.attr("approximate", "none"), name=name),
+    "sigmoid": lambda n, a, name: ops.sigmoid(a[0], name=name),
+    "tanh": lambda n, a, name: ops.tanh(a[0], name=name),
+    "silu": lambda n, a, name: ops.silu(a[0], name=name),
+    "hardswish": lambda n, a, name: ops.hardswish(a[0], name=name),
+    "clip": _clip,
+    "exp": _unary(exp),
+    "sqrt": _unary(sqrt),
+    "erf": _unary(erf),
+    "neg": _unary(lambda v: -v),
+    "add": lambda n, a, name: ops.add(a[0], a[1], name=name),
+    "sub": lambda n, a, name: ops.sub(a[0], a[1], name=name),
+    "mul": lambda n, a, name: ops.mul(a[0], a[1], name=name),
+    "div": lambda n, a, name: ops.div(a[0], a[1], name=name),
+    "maximum": lambda n, a, name: ops.maximum(a[0], a[1], name=name),
+    "minimum": lambda n, a, name: ops.minimum(a[0], a[1], name=name),
+    "pow": lambda n, a, name: compute(
+        broadcast_shapes([a[0].shape, a[1].shape], "pow"),
+        lambda *i: te_pow(a[0][broadcast_index(a[0].shape, i)],
+                          a[1][broadcast_index(a[1].shape, i)]), name=name),
+    "reshape": lambda n, a, name: ops.reshape(a[0], n.attr("shape"), name=name),
+    "permute": lambda n, a, name: ops.permute(a[0], n.attr("dims"), name=name),
+    "pad": _pad,
+    "concat": _concat,
+}
+
+LOWERED_OPS = frozenset(_LOWER)
