@@ -1,0 +1,57 @@
+"""Tasks: the distinct te programs of a partitioned model. Groups whose programs
+have the same workload key (structure, shapes and dtypes, not names) are one
+task, tuned once; a task's weight is how many groups run it (Ansor's task
+weight), so the scheduler gives more trials where more time is spent."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ..analysis import workload_key
+from .lower_te import GroupProgram, group_program
+from .partition import Partition
+
+
+@dataclass(eq=False)
+class Task:
+    """`program`: the first group's program, whose args are what `tw.tune` takes.
+    `best_cost`: seconds of the best schedule known (inf until measured)."""
+    key: str
+    program: GroupProgram
+    groups: list[str] = field(default_factory=list)
+    best_cost: float = math.inf
+    trials: int = 0
+
+    @property
+    def weight(self) -> int:
+        return len(self.groups)
+
+    @property
+    def args(self) -> list:
+        return list(self.program.args)
+
+    @property
+    def name(self) -> str:
+        return self.program.name
+
+    def __repr__(self) -> str:
+        return f"<Task {self.name} x{self.weight} key={self.key}>"
+
+
+def lower_partition(partition: Partition) -> dict[str, GroupProgram]:
+    """The te program of every group that runs a kernel (views run none), by group name."""
+    return {g.name: group_program(partition.graph, g) for g in partition.groups if not g.is_view}
+
+
+def extract_tasks(partition: Partition, programs: dict[str, GroupProgram] | None = None) -> list[Task]:
+    """One Task per distinct workload, in the order of first use."""
+    programs = lower_partition(partition) if programs is None else programs
+    tasks: dict[str, Task] = {}
+    for g in partition.groups:
+        if g.is_view:
+            continue
+        prog = programs[g.name]
+        key = workload_key(list(prog.outputs))
+        tasks.setdefault(key, Task(key, prog)).groups.append(g.name)
+    return list(tasks.values())
