@@ -9,6 +9,7 @@ import math
 from dataclasses import dataclass, field
 
 from ..analysis import workload_key
+from ..te.program import collect_program
 from .lower_te import GroupProgram, group_program
 from .partition import Partition
 
@@ -35,8 +36,25 @@ class Task:
     def name(self) -> str:
         return self.program.name
 
+    def arg_order(self, program: GroupProgram) -> list[int] | None:
+        """For each argument of this task's kernel, the position of the matching argument of
+        `program` (a group of this task: its arguments may be listed in another order), or None."""
+        mine, theirs = canonical_positions(self.program), canonical_positions(program)
+        if mine is None or theirs is None or sorted(mine) != sorted(theirs):
+            return None
+        return [theirs.index(c) for c in mine]
+
     def __repr__(self) -> str:
         return f"<Task {self.name} x{self.weight} key={self.key}>"
+
+
+def canonical_positions(program: GroupProgram) -> list[int] | None:
+    """Where each argument sits in the program's canonical tensor order (what the workload
+    key is computed over), or None if some argument is not reachable from the outputs."""
+    tensors = collect_program(list(program.outputs)).tensors
+    ids = {id(t): n for n, t in enumerate(tensors)}
+    out = [ids.get(id(t)) for t in program.args]
+    return None if None in out or len(set(out)) != len(out) else out
 
 
 def lower_partition(partition: Partition) -> dict[str, GroupProgram]:

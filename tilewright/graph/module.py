@@ -1,0 +1,208 @@
+"""A compiled model: one kernel per task (groups of the same task share it,
+each with its own pointers), the constant arrays kept once, one arena laid out
+by the memory plan, and a native runner that calls every kernel in order.
+`module(*arrays)` validates the inputs, patches the few pointers that change
+per call (graph inputs and outputs) and makes one native call."""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import MeasureError, ShapeError
+from ..stats import median
+from .lower_te import GroupProgram
+from .memory_plan import ALIGN, MemoryPlan, plan_memory
+from .native import Sequence, dispatch_overhead, entry_point
+from .partition import Group, Partition
+from .tasks import Task, extract_tasks, lower_partition
+
+
+@dataclass(frozen=True)
+class Step:
+    """One kernel call: the group, its task, and the graph value bound to each kernel argument."""
+    group: Group
+    task: Task
+    values: tuple[str, ...]
+
+
+class Module:
+    def __init__(self, partition: Partition, kernels: dict[str, object], tasks: list[Task],
+                 programs: dict[str, GroupProgram], target, plan: MemoryPlan | None = None):
+        """`kernels`: a built kernel per task key, or per group name where a group's
+        arguments cannot be mapped onto its task's kernel."""
+        self.partition, self.graph, self.tasks, self.target = partition, partition.graph, tasks, target
+        self.plan = plan or plan_memory(partition)
+        self.kernels = kernels
+        graph = self.graph
+        self.constants = {k: np.array(v, dtype=graph.type_of(k).dtype, order="C", copy=True)
+                          for k, v in graph.constants.items()}
+        self._arena_raw = np.zeros(self.plan.peak_bytes + ALIGN, np.uint8)
+        start = (-self._arena_raw.ctypes.data) % ALIGN
+        self.arena = self._arena_raw[start:start + self.plan.peak_bytes]
+        self._static: dict[str, np.ndarray] = dict(self.constants)
+        for v, b in self.plan.buffers.items():
+            t = graph.type_of(v)
+            self._static[v] = self.arena[b.offset:b.offset + t.nbytes].view(t.dtype).reshape(t.shape)
+        task_of = {g: t for t in tasks for g in t.groups}
+        self.steps: list[Step] = []
+        self._step_kernels: list = []
+        self._views: list[Group] = []
+        entries, arg_arrays, self._dynamic = [], [], []
+        for g in partition.groups:
+            if g.is_view:
+                self._views.append(g)
+                continue
+            task, prog = task_of[g.name], programs[g.name]
+            values = prog.input_values + prog.output_values
+            kernel = kernels.get(g.name)
+            if kernel is None:
+                order = task.arg_order(prog)
+                kernel, values = kernels[task.key], tuple(values[i] for i in order)
+            step = Step(g, task, values)
+            ptrs = (ctypes.c_void_p * len(values))()
+            for slot, v in enumerate(values):
+                arr = self._resolve_static(v)
+                if arr is None:
+                    self._dynamic.append((ptrs, slot, v))
+                else:
+                    ptrs[slot] = arr.ctypes.data
+            self.steps.append(step)
+            self._step_kernels.append(kernel)
+            entries.append(entry_point(kernel._lib))
+            arg_arrays.append(ptrs)
+        self._sequence = Sequence(target, entries, arg_arrays)
+        self.input_types = [graph.type_of(v) for v in graph.inputs]
+        self.output_types = [graph.type_of(v) for v in graph.outputs]
+
+    def _resolve_static(self, value: str) -> np.ndarray | None:
+        """The array of `value` if it is the same on every call (arena or constant), else None."""
+        root = self.plan.root(value)
+        arr = self._static.get(root)
+        if arr is None or root in self.graph.outputs or root in self.graph.inputs:
+            return None
+        return arr.reshape(self.graph.type_of(value).shape)
+
+    # --- running ---
+
+    def _check_inputs(self, arrays) -> list[np.ndarray]:
+        names = self.graph.inputs
+        if len(arrays) != len(names):
+            raise ShapeError(f"model '{self.graph.name}' takes {len(names)} inputs ({', '.join(names)}), "
+                             f"got {len(arrays)}")
+        out = []
+        for name, t, a in zip(names, self.input_types, arrays):
+            a = np.asarray(a)
+            if tuple(a.shape) != t.shape:
+                raise ShapeError(f"model '{self.graph.name}': input '{name}' has shape {list(a.shape)}, "
+                                 f"expected {list(t.shape)}")
+            if a.dtype != np.dtype(t.dtype):
+                raise ShapeError(f"model '{self.graph.name}': input '{name}' has dtype {a.dtype}, expected "
+                                 f"{t.dtype} (cast it with .astype(np.{t.dtype}))")
+            out.append(np.require(a, requirements="C"))
+        return out
+
+    def _bind(self, arrays) -> tuple[dict[str, np.ndarray], list[np.ndarray]]:
+        env = dict(zip(self.graph.inputs, self._check_inputs(arrays)))
+        outputs = []
+        for v, t in zip(self.graph.outputs, self.output_types):
+            if v not in env:
+                env[v] = np.empty(t.shape, t.dtype)
+            outputs.append(env[v])
+        for ptrs, slot, v in self._dynamic:
+            root = self.plan.root(v)
+            ptrs[slot] = (env.get(v) if v in env else env[root]).ctypes.data
+        self._keep = env
+        return env, outputs
+
+    def __call__(self, *arrays):
+        """Run the model; a list of output arrays (one array for a one-output model)."""
+        env, outputs = self._bind(arrays)
+        rc = self._sequence.run()
+        if rc:
+            step = self.steps[rc - 1]
+            raise MeasureError(f"model '{self.graph.name}': kernel of group '{step.group.name}' failed "
+                               "(out of memory?)")
+        self._finish(env, outputs)
+        return outputs[0] if len(outputs) == 1 else outputs
+
+    def _finish(self, env, outputs) -> None:
+        """Graph outputs that are views, inputs or constants are copies of what they alias."""
+        produced = {v for s in self.steps for v in s.group.outputs}
+        for v, out in zip(self.graph.outputs, outputs):
+            if v in produced:
+                continue
+            src = self._lookup(v, env)
+            if src is not out:
+                np.copyto(out, src.reshape(out.shape))
+
+    def _lookup(self, v: str, env) -> np.ndarray:
+        g = next((g for g in self._views if v in g.outputs), None)
+        if g is not None:
+            return self._lookup(g.inputs[0], env)
+        if v in env:
+            return env[v]
+        return self._static[v]
+
+    def time(self, *arrays, number: int | None = None, repeat: int = 5) -> float:
+        """Median seconds per run of the whole model (kernels back to back inside C)."""
+        env, outputs = self._bind(arrays)
+        once = max(self._sequence.time(1), 1e-7)
+        number = number or max(1, int(0.05 / once))
+        return median([self._sequence.time(number) for _ in range(repeat)])
+
+    def kernel_times(self, *arrays, repeat: int = 3) -> list[float]:
+        """Seconds per call of each step's kernel, on the bound buffers."""
+        self._bind(arrays)
+        times = []
+        for kernel, ptrs in zip(self._step_kernels, self._sequence.args):
+            once = max(kernel._lib.tw_time(ptrs, 1), 1e-7)
+            number = max(1, int(0.01 / once))
+            times.append(median([kernel._lib.tw_time(ptrs, number) for _ in range(repeat)]))
+        return times
+
+    def dispatch_overhead(self) -> dict[str, float]:
+        return dispatch_overhead(self.target)
+
+    def summary(self, *arrays) -> str:
+        """Groups, tasks, kernel times (when given inputs), the memory plan and the dispatch overhead."""
+        times = self.kernel_times(*arrays) if arrays else [None] * len(self.steps)
+        lines = [f"module '{self.graph.name}': {len(self.steps)} kernels, {len(self.tasks)} tasks, "
+                 f"{len(self._views)} views on {self.target.key}"]
+        for s, t in zip(self.steps, times):
+            ops = "+".join(n.op for n in s.group.nodes)
+            when = f"{t * 1e6:10.1f} us" if t is not None else ""
+            lines.append(f"  {s.group.name:<24} {ops:<36} task {s.task.name} (x{s.task.weight}) {when}")
+        if arrays:
+            lines.append(f"  total of kernels {sum(times) * 1e6:.1f} us; whole model {self.time(*arrays) * 1e6:.1f} us")
+        lines.append(f"  {self.plan}")
+        o = self.dispatch_overhead()
+        lines.append(f"  dispatch per kernel: native runner {o['native_s'] * 1e9:.0f} ns, one ctypes call from "
+                     f"Python {o['python_s'] * 1e9:.0f} ns")
+        return "\n".join(lines)
+
+    def export(self, directory):
+        """One shared library with every kernel and the runner, weights.bin and model.h (see graph/export.py)."""
+        from .export import export_module
+
+        return export_module(self, directory)
+
+
+def build_module(partition: Partition, target, programs: dict[str, GroupProgram] | None = None,
+                 tasks: list[Task] | None = None) -> Module:
+    """Build one kernel per task (best record of the active store, or the default schedule)."""
+    from ..api import build
+    from ..targets import as_target
+
+    target = as_target(target)
+    programs = lower_partition(partition) if programs is None else programs
+    tasks = extract_tasks(partition, programs) if tasks is None else tasks
+    kernels: dict[str, object] = {}
+    for t in tasks:
+        kernels[t.key] = build(t.args, target=target, name=t.name)
+        for g in t.groups[1:]:
+            if t.arg_order(programs[g]) is None:
+                kernels[g] = build(list(programs[g].args), target=target, name=programs[g].name)
+    return Module(partition, kernels, tasks, programs, target)
