@@ -1,0 +1,59 @@
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from graph_cases import RESIDUAL_GROUPS, attention, partition, random_inputs, residual_block, torch_reference
+
+from tilewright.graph.module import build_module
+
+CC = shutil.which("cc") or shutil.which("gcc")
+pytestmark = pytest.mark.skipif(CC is None, reason="no system C compiler")
+
+
+@pytest.fixture(scope="module")
+def runner(tmp_path_factory):
+    exe = tmp_path_factory.mktemp("runner") / "run_model"
+    subprocess.run([CC, "-O1", str(Path(__file__).parent / "run_model.c"), "-o", str(exe), "-ldl"], check=True)
+    return exe
+
+
+def run_exported(runner, directory, graph, inputs):
+    (directory / "inputs.bin").write_bytes(b"".join(np.ascontiguousarray(a).tobytes() for a in inputs))
+    proc = subprocess.run([str(runner), str(directory / "libmodel.so"), str(directory / "inputs.bin"),
+                           str(directory / "outputs.bin")], capture_output=True, text=True, cwd="/")
+    assert proc.returncode == 0, proc.stderr
+    flat = np.fromfile(directory / "outputs.bin", np.float32)
+    outs, at = [], 0
+    for v in graph.outputs:
+        t = graph.type_of(v)
+        outs.append(flat[at:at + t.size].reshape(t.shape))
+        at += t.size
+    return outs
+
+
+@pytest.mark.parametrize("make,groups", [(residual_block, RESIDUAL_GROUPS), (attention, None)])
+def test_exported_library_matches_module_and_torch(tmp_path, runner, make, groups):
+    graph = make()
+    module = build_module(partition(graph, groups), "cpu")
+    inputs = random_inputs(graph)
+    want = module(*inputs)
+    want = want if isinstance(want, list) else [want]
+    d = module.export(tmp_path / "model")
+    assert {p.name for p in d.iterdir()} >= {"libmodel.so", "weights.bin", "model.h"}
+    assert "tw_model_run" in (d / "model.h").read_text()
+    got = run_exported(runner, d, graph, inputs)
+    for g, w, t in zip(got, want, torch_reference(graph, inputs)):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(g, t, rtol=1e-4, atol=1e-4)
+
+
+def test_missing_weights_is_an_error_code(tmp_path, runner):
+    graph = residual_block()
+    d = build_module(partition(graph, RESIDUAL_GROUPS), "cpu").export(tmp_path / "m")
+    (d / "weights.bin").unlink()
+    (d / "inputs.bin").write_bytes(random_inputs(graph)[0].tobytes())
+    proc = subprocess.run([str(runner), str(d / "libmodel.so"), str(d / "inputs.bin"), str(d / "o.bin")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 7 and "returned -3" in proc.stderr
