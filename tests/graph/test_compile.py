@@ -1,0 +1,64 @@
+import math
+
+import numpy as np
+import pytest
+from graph_cases import attention, conv_bias_relu, random_inputs, residual_block, torch_reference
+
+import tilewright as tw
+from tilewright.graph.compile import compile as tw_compile
+
+
+@pytest.mark.parametrize("make", [conv_bias_relu, residual_block, attention])
+def test_compile_graph_default_schedules(make, tmp_path):
+    graph = make()
+    module = tw_compile(graph, trials=0, records=tmp_path / "r.db")
+    inputs = random_inputs(graph)
+    np.testing.assert_allclose(module(*inputs), torch_reference(graph, inputs)[0], rtol=1e-4, atol=1e-4)
+    assert len(module.steps) <= len([n for n in graph.nodes if n.op != "constant"])
+
+
+def test_compile_torch_module(tmp_path):
+    torch = pytest.importorskip("torch")
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+            self.bn = torch.nn.BatchNorm2d(4)
+            self.fc = torch.nn.Linear(4, 5)
+
+        def forward(self, x):
+            y = torch.relu(self.bn(self.conv(x)))
+            return self.fc(y.mean((2, 3)))
+
+    torch.manual_seed(0)
+    net = Net().eval()
+    x = torch.randn(1, 3, 6, 6)
+    module = tw_compile(net, (x,), trials=0, records=tmp_path / "r.db", progress=False)
+    with torch.no_grad():
+        want = net(x).numpy()
+    np.testing.assert_allclose(module(x.numpy()), want, rtol=1e-4, atol=1e-4)
+
+
+def test_compile_rejects_other_objects():
+    with pytest.raises(tw.ShapeError, match="Graph or a torch.nn.Module"):
+        tw_compile(object())
+
+
+def test_scheduler_spends_budget_and_reuses_records(tmp_path, capsys):
+    from graph_cases import dense_gelu, partition
+
+    from tilewright.graph.scheduler import tune_tasks
+    from tilewright.graph.tasks import extract_tasks
+
+    graph = dense_gelu()
+    tasks = extract_tasks(partition(graph))
+    db = tmp_path / "r.db"
+    out = tune_tasks(tasks, "cpu", trials=6, records=db, slice_trials=2, seed=0, model="mlp")
+    assert out["trials"] <= 6 and out["trials"] > 0
+    assert all(math.isfinite(t.best_cost) for t in tasks)
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "tuning mlp" in err  # one progress line per model
+    again = extract_tasks(partition(graph))
+    out2 = tune_tasks(again, "cpu", trials=0, records=db, progress=False)
+    assert out2["trials"] == 0 and all(math.isfinite(t.best_cost) for t in again)  # known from the records

@@ -1,0 +1,57 @@
+"""`compile`: a model in, a runnable Module out. A torch.nn.Module goes through
+the PyTorch frontend first; then the graph is typed, optimized and fused, its
+groups lowered to te programs, identical programs merged into tasks, the tasks
+tuned when `trials` > 0 (one budget for the model, records reused), and one
+kernel built per task from the best record or the default schedule."""
+
+from __future__ import annotations
+
+from .ir import Graph
+from .module import Module, build_module
+from .tasks import extract_tasks, lower_partition
+
+
+def compile(model, example_inputs=None, target="cpu", trials: int = 0, records=None,  # noqa: A001 (as torch.compile)
+            progress: bool = True, **tune_options) -> Module:
+    """Compile a Graph or a torch.nn.Module (with `example_inputs`) for `target`.
+    `trials`: the model's total tuning budget (0: default schedules, no measuring).
+    `records`: a record store or path (default: the user cache); tuning writes to it
+    and the build reads from it. `tune_options` go to `tw.tune` (seed, timeout, cost_model, ...)."""
+    from ..records import Records
+    from ..targets import as_target
+    from .fusion import fuse
+    from .infer import infer_types
+    from .optimize import optimize
+
+    tgt = as_target(target)
+    graph = model if isinstance(model, Graph) else _from_torch(model, example_inputs)
+    graph = optimize(infer_types(graph))
+    partition = fuse(graph)
+    programs = lower_partition(partition)
+    tasks = extract_tasks(partition, programs)
+    store = records if isinstance(records, Records) else Records(records)
+    if trials > 0:
+        from .scheduler import tune_tasks
+
+        tune_tasks(tasks, tgt, trials, records=store, progress=progress, model=graph.name, **tune_options)
+    with store:
+        module = build_module(partition, tgt, programs, tasks)
+    return module
+
+
+def _from_torch(model, example_inputs) -> Graph:
+    from ..errors import ShapeError
+
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is None or not isinstance(model, torch.nn.Module):
+        raise ShapeError(f"compile: expected a tilewright Graph or a torch.nn.Module, got {type(model).__name__}")
+    if example_inputs is None:
+        raise ShapeError("compile: a torch.nn.Module needs example_inputs (a tuple of tensors) to fix its shapes")
+    from .frontend import from_torch
+
+    if not isinstance(example_inputs, (tuple, list)):
+        example_inputs = (example_inputs,)
+    return from_torch(model, tuple(example_inputs))

@@ -1,0 +1,110 @@
+"""The task scheduler (Ansor, section 6): spread one trial budget over a model's
+tasks by expected gain. A round-robin warm-up gives each task a few trials
+(tasks whose records already hold a schedule skip it: their time is known and
+a rerun costs nothing); then each slice goes to the task with the largest
+weight x best time x recent improvement rate (an optimistic rate, decaying with
+the slices it has had, while it has no history). Every measurement goes to one
+record store, so records are reused across runs and across models."""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from dataclasses import dataclass, field
+
+from ..records import Records
+from .tasks import Task
+
+
+@dataclass
+class _State:
+    task: Task
+    slices: int = 0
+    history: list[float] = field(default_factory=list)  # best cost after each slice
+
+    def rate(self) -> float:
+        """Relative improvement of the last slice, or an optimistic guess without two points."""
+        h = [c for c in self.history if math.isfinite(c)]
+        optimistic = 0.5 / (1 + self.slices)
+        if len(h) < 2:
+            return optimistic
+        return max((h[-2] - h[-1]) / h[-2], optimistic * 0.1)
+
+    def gain(self) -> float:
+        cost = self.task.best_cost if math.isfinite(self.task.best_cost) else 1.0
+        return self.task.weight * cost * self.rate()
+
+
+def estimated_latency(tasks: list[Task]) -> float:
+    """Sum over tasks of weight x best time (inf while some task has none)."""
+    return sum(t.weight * t.best_cost for t in tasks)
+
+
+def known_costs(tasks: list[Task], target, store: Records) -> None:
+    """Fill each task's best_cost from the records of its workload on this target."""
+    for t in tasks:
+        best = store.best(t.key, target.key, k=1)
+        if best:
+            t.best_cost = min(t.best_cost, best[0].cost)
+
+
+def tune_tasks(tasks: list[Task], target, trials: int, records=None, slice_trials: int = 8,
+               warmup_trials: int | None = None, progress: bool = True, model: str = "model",
+               **tune_options) -> dict:
+    """Tune `tasks` with `trials` measurements in all; returns a summary (trials spent,
+    seconds, estimated latency before and after). `tune_options` go to `tw.tune`
+    (seed, timeout, cost_model, method, ...)."""
+    from ..api import tune
+    from ..targets import as_target
+
+    target = as_target(target)
+    store = records if isinstance(records, Records) else Records(records)
+    known_costs(tasks, target, store)
+    before = estimated_latency(tasks)
+    states = [_State(t) for t in tasks]
+    warm = warmup_trials if warmup_trials is not None else max(1, min(slice_trials, trials // max(len(tasks), 1)))
+    spent, start = 0, time.perf_counter()
+    tune_options.setdefault("progress", False)
+
+    def give(st: _State, n: int) -> None:
+        nonlocal spent
+        n = min(n, trials - spent)
+        if n <= 0:
+            return
+        result = tune(st.task.args, target=target, trials=n, records=store, **tune_options)
+        got = len(result.history) or n
+        spent += got
+        st.task.trials += got
+        st.slices += 1
+        st.task.best_cost = min(st.task.best_cost, result.best_cost)
+        st.history.append(st.task.best_cost)
+        _show(progress, model, spent, trials, tasks, start)
+
+    for st in states:  # warm-up, round robin; known tasks skip it
+        if spent >= trials:
+            break
+        if math.isfinite(st.task.best_cost):
+            st.history.append(st.task.best_cost)
+            continue
+        give(st, warm)
+    while spent < trials and states:
+        before_spent = spent
+        give(max(states, key=_State.gain), slice_trials)
+        if spent == before_spent:
+            break
+    _show(progress, model, spent, trials, tasks, start, end=True)
+    return {"trials": spent, "seconds": time.perf_counter() - start, "estimated_before_s": before,
+            "estimated_after_s": estimated_latency(tasks)}
+
+
+def _show(on: bool, model: str, spent: int, trials: int, tasks: list[Task], start: float, end: bool = False) -> None:
+    """One progress line per model, rewritten in place."""
+    if not on:
+        return
+    est = estimated_latency(tasks)
+    est_text = f"{est * 1e3:.3f} ms" if math.isfinite(est) else "?"
+    line = (f"\rtuning {model}: {spent}/{trials} trials over {len(tasks)} tasks, estimated {est_text}, "
+            f"{time.perf_counter() - start:.0f} s")
+    sys.stderr.write(line + ("\n" if end else ""))
+    sys.stderr.flush()
