@@ -1,0 +1,356 @@
+"""ONNX frontend: `from_onnx(model_or_path) -> Graph` through the `onnx`
+package, default-domain opsets 13-21.
+
+Types come from onnx.shape_inference (the graph's own `infer_node` where ONNX
+leaves a shape unknown). Initializers and Constant nodes become constants;
+shape arithmetic on known values (Shape/Gather/Unsqueeze/Concat/...) is folded
+at import (`onnx_fold`). A MatMul or Gemm whose weight is a constant becomes
+dense with the weight stored [N, K]. Graph inputs keep their ONNX names
+(made identifier-safe). An op outside `SUPPORTED` raises UnsupportedOpError
+naming the op, the node and the supported set."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..infer import infer_node
+from ..ir import Node, TensorType
+from .builder import GraphBuilder, UnsupportedOpError, unsupported
+from .onnx_fold import fold, reshape_shape
+
+OPSETS = range(13, 22)
+_UNARY = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Sqrt": "sqrt", "Erf": "erf", "Exp": "exp",
+          "Neg": "neg"}
+_BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Pow": "pow", "Max": "maximum",
+           "Min": "minimum"}
+
+
+class _Importer:
+    def __init__(self, model, name):
+        import onnx
+        from onnx import numpy_helper, shape_inference
+
+        self.onnx, self.nph = onnx, numpy_helper
+        try:
+            model = shape_inference.infer_shapes(model, data_prop=True)
+        except Exception:  # noqa: BLE001 - inference is a help, not a requirement: infer_node fills gaps
+            pass
+        self.model, self.g = model, model.graph
+        self.b = GraphBuilder(name or self.g.name or "onnx")
+        self.env: dict[str, str] = {}  # ONNX value -> graph value
+        self.known: dict[str, np.ndarray] = {n.name: numpy_helper.to_array(n) for n in self.g.initializer}
+        self.onnx_types: dict[str, TensorType] = {}
+        for vi in [*self.g.input, *self.g.value_info, *self.g.output]:
+            t = self._tensor_type(vi)
+            if t is not None:
+                self.onnx_types[vi.name] = t
+        self.node = None
+
+    def _tensor_type(self, vi) -> TensorType | None:
+        tt = vi.type.tensor_type
+        if not tt.HasField("shape") or any(not d.HasField("dim_value") for d in tt.shape.dim):
+            return None
+        dtype = np.dtype(self.onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)).name
+        return TensorType(tuple(d.dim_value for d in tt.shape.dim), dtype)
+
+    # values ----------------------------------------------------------------------------------------------
+    def fail(self, why=""):
+        return unsupported("from_onnx", self.node.op_type, self.node.name or self.node.output[0], SUPPORTED, why)
+
+    def value(self, onnx_name: str) -> str:
+        if onnx_name not in self.env:
+            if onnx_name not in self.known:
+                raise self.fail(f"input '{onnx_name}' is neither a graph input nor produced earlier")
+            self.env[onnx_name] = self.b.constant(self.known[onnx_name], onnx_name)
+        return self.env[onnx_name]
+
+    def type_of(self, onnx_name: str) -> TensorType | None:
+        if onnx_name in self.known:
+            a = self.known[onnx_name]
+            return TensorType(a.shape, a.dtype.name)
+        if onnx_name in self.env:
+            return self.b.types[self.env[onnx_name]]
+        return self.onnx_types.get(onnx_name)
+
+    def const(self, onnx_name: str, what: str) -> np.ndarray:
+        if onnx_name not in self.known:
+            raise self.fail(f"{what} ('{onnx_name}') must be a constant")
+        return self.known[onnx_name]
+
+    def emit(self, op, inputs, attrs=None, out: str | None = None) -> str:
+        """Append a graph node; its type is ONNX's for `out` when static, else the graph's own inference."""
+        hint = out or (self.node.output[0] + "_" + op)
+        t = self.onnx_types.get(out) if out else None
+        if t is None:
+            probe = Node(op, inputs, ("probe",), dict(attrs or {}), name=hint)
+            t = infer_node(probe, [self.b.types[v] for v in inputs])[0]
+        v = self.b.node(op, inputs, t, attrs, hint)
+        if out:
+            self.env[out] = v
+        return v
+
+    # ops -------------------------------------------------------------------------------------------------
+    def attrs(self, node) -> dict:
+        out = {}
+        for a in node.attribute:
+            v = self.onnx.helper.get_attribute_value(a)
+            if isinstance(v, bytes):
+                v = v.decode()
+            elif isinstance(v, self.onnx.TensorProto):
+                v = self.nph.to_array(v)
+            out[a.name] = v
+        return out
+
+    def run(self):
+        for inp in self.g.input:
+            if inp.name in self.known:
+                continue  # an initializer listed as an input (IR version < 4)
+            t = self.onnx_types.get(inp.name)
+            if t is None:
+                raise UnsupportedOpError(f"from_onnx: input '{inp.name}' needs a static shape; give the model fixed "
+                                         "input dimensions (onnx.tools.update_model_dims)")
+            self.env[inp.name] = self.b.add_input(inp.name, t)
+        for node in self.g.node:
+            self.node = node
+            if node.domain not in ("", "ai.onnx"):
+                raise self.fail(f"domain '{node.domain}'")
+            a = self.attrs(node)
+            ins = list(node.input)
+            if node.op_type == "Constant":
+                self.known[node.output[0]] = _constant(a, self)
+                continue
+            present = [i for i in ins if i]
+            if (present and all(i in self.known for i in present)) or node.op_type in ("Shape", "Size"):
+                shapes = [self.type_of(i).shape if self.type_of(i) else None for i in ins[:1]]
+                got = fold(node.op_type, a, [self.known.get(i) if i else None for i in ins], shapes)
+                if got is not None:
+                    self.known.update(zip(node.output, got))
+                    continue
+            handler = _HANDLERS.get(node.op_type)
+            if handler is None:
+                raise self.fail()
+            handler(self, node, ins, a)
+        return self.b.build([self.value(o.name) for o in self.g.output])
+
+
+def _constant(a, imp):
+    for key in ("value", "value_float", "value_floats", "value_int", "value_ints"):
+        if key in a:
+            return np.asarray(a[key], dtype=np.int64 if "int" in key else None)
+    raise imp.fail("a Constant needs value, value_float(s) or value_int(s)")
+
+
+def _unary(op):
+    return lambda imp, n, ins, a: imp.emit(op, [imp.value(ins[0])], out=n.output[0])
+
+
+def _binary(op):
+    return lambda imp, n, ins, a: imp.emit(op, [imp.value(ins[0]), imp.value(ins[1])], out=n.output[0])
+
+
+def _identity(imp, n, ins, a):
+    imp.env[n.output[0]] = imp.value(ins[0])
+
+
+def _spatial(imp, n, ins, a, kernel):
+    """(stride, padding (top, left, bottom, right), dilation) of a Conv/pool node, auto_pad resolved."""
+    stride, dil = tuple(a.get("strides", (1, 1))), tuple(a.get("dilations", (1, 1)))
+    pads = tuple(a.get("pads", (0, 0, 0, 0)))
+    auto = a.get("auto_pad", "NOTSET")
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        h, w = imp.type_of(ins[0]).shape[2:]
+        total = [max(0, (-(-size // s) - 1) * s + (k - 1) * d + 1 - size)
+                 for size, s, k, d in zip((h, w), stride, kernel, dil)]
+        small, big = [t // 2 for t in total], [t - t // 2 for t in total]
+        before, after = (small, big) if auto == "SAME_UPPER" else (big, small)
+        pads = (before[0], before[1], after[0], after[1])
+    elif auto == "VALID":
+        pads = (0, 0, 0, 0)
+    return stride, pads, dil
+
+
+def _conv(imp, n, ins, a):
+    w = imp.type_of(ins[1])
+    if w is None or len(w.shape) != 4:
+        raise imp.fail("only 2-D convolution")
+    stride, pads, dil = _spatial(imp, n, ins, a, w.shape[2:])
+    vals = [imp.value(i) for i in ins if i]
+    imp.emit("conv2d", vals, {"stride": stride, "padding": pads, "dilation": dil, "groups": a.get("group", 1)},
+             n.output[0])
+
+
+def _weight_nk(imp, name, transposed: bool, scale: float = 1.0) -> str:
+    """A dense weight [N, K] from B ([K, N] unless `transposed`), transposed and scaled at import when constant."""
+    if name in imp.known:
+        w = imp.known[name]
+        return imp.b.constant((w if transposed else w.T) * np.float32(scale), name + ("" if transposed else "_t"))
+    v = imp.value(name)
+    if not transposed:
+        v = imp.emit("permute", [v], {"dims": (1, 0)})
+    if scale != 1.0:
+        v = imp.emit("mul", [v, imp.b.constant(np.float32(scale), "alpha")])
+    return v
+
+
+def _gemm(imp, n, ins, a):
+    x = imp.value(ins[0])
+    if a.get("transA", 0):
+        x = imp.emit("permute", [x], {"dims": (1, 0)})
+    w = _weight_nk(imp, ins[1], bool(a.get("transB", 0)), a.get("alpha", 1.0))
+    vals = [x, w]
+    beta, n_out = a.get("beta", 1.0), imp.b.types[w].shape[0]
+    late_bias = None
+    if len(ins) > 2 and ins[2]:
+        c = imp.known.get(ins[2])
+        if c is not None and c.size == n_out:
+            vals.append(imp.b.constant(c.reshape(n_out) * np.float32(beta), ins[2]))
+        else:
+            late_bias = imp.value(ins[2])
+            if beta != 1.0:
+                late_bias = imp.emit("mul", [late_bias, imp.b.constant(np.float32(beta), "beta")])
+    if late_bias is None:
+        imp.emit("dense", vals, out=n.output[0])
+    else:
+        imp.emit("add", [imp.emit("dense", vals), late_bias], out=n.output[0])
+
+
+def _matmul(imp, n, ins, a):
+    b = imp.known.get(ins[1])
+    if b is not None and b.ndim == 2:
+        imp.emit("dense", [imp.value(ins[0]), imp.b.constant(b.T, ins[1] + "_t")], out=n.output[0])
+    else:
+        imp.emit("matmul", [imp.value(ins[0]), imp.value(ins[1])], out=n.output[0])
+
+
+def _batch_norm(imp, n, ins, a):
+    if a.get("training_mode", 0):
+        raise imp.fail("training-mode batch norm")
+    imp.emit("batch_norm", [imp.value(i) for i in ins[:5]], {"eps": float(a.get("epsilon", 1e-5))}, n.output[0])
+
+
+def _layer_norm(imp, n, ins, a):
+    if len(n.output) > 1 and any(n.output[1:]):
+        used = {i for m in imp.g.node for i in m.input} | {o.name for o in imp.g.output}
+        if any(o in used for o in n.output[1:] if o):
+            raise imp.fail("only output 0 (Y) may be used")
+    rank = len(imp.type_of(ins[0]).shape)
+    axes = rank - a.get("axis", -1) % rank
+    imp.emit("layer_norm", [imp.value(i) for i in ins if i], {"axes": axes, "eps": float(a.get("epsilon", 1e-5))},
+             n.output[0])
+
+
+def _pool(imp, n, ins, a):
+    kernel = tuple(a["kernel_shape"])
+    if len(kernel) != 2:
+        raise imp.fail("only 2-D pooling")
+    stride, pads, dil = _spatial(imp, n, ins, a, kernel)
+    attrs = {"kernel": kernel, "stride": stride, "padding": pads, "ceil_mode": bool(a.get("ceil_mode", 0))}
+    if n.op_type == "MaxPool":
+        attrs["dilation"] = dil
+        imp.emit("max_pool2d", [imp.value(ins[0])], attrs, n.output[0])
+    else:
+        attrs["count_include_pad"] = bool(a.get("count_include_pad", 0))
+        imp.emit("avg_pool2d", [imp.value(ins[0])], attrs, n.output[0])
+
+
+def _reduce_mean(imp, n, ins, a):
+    rank = len(imp.type_of(ins[0]).shape)
+    axes = [int(x) for x in imp.const(ins[1], "axes").ravel()] if len(ins) > 1 and ins[1] else a.get("axes", [])
+    if not axes and a.get("noop_with_empty_axes", 0):
+        return _identity(imp, n, ins, a)
+    axes = tuple(sorted(x % rank for x in axes)) if axes else tuple(range(rank))
+    imp.emit("mean", [imp.value(ins[0])], {"axes": axes, "keepdims": bool(a.get("keepdims", 1))}, n.output[0])
+
+
+def _reshape_to(imp, n, ins, shape):
+    x = imp.value(ins[0])
+    if imp.b.types[x].shape == tuple(shape):
+        imp.env[n.output[0]] = x
+    else:
+        imp.emit("reshape", [x], {"shape": tuple(int(d) for d in shape)}, n.output[0])
+
+
+def _reshape(imp, n, ins, a):
+    target = imp.const(ins[1], "the target shape")
+    _reshape_to(imp, n, ins, reshape_shape(imp.type_of(ins[0]).shape, target.ravel(), a.get("allowzero", 0)))
+
+
+def _shape_change(imp, n, ins, a):
+    """Flatten, Squeeze, Unsqueeze on a tensor: the output shape, folded on the input's shape."""
+    shape = imp.type_of(ins[0]).shape
+    rest = [imp.known.get(i) if i else None for i in ins[1:]]
+    out = fold(n.op_type, a, [np.zeros(shape, np.float32), *rest], [shape])
+    if out is None:
+        raise imp.fail("its axes must be constant")
+    _reshape_to(imp, n, ins, out[0].shape)
+
+
+def _transpose(imp, n, ins, a):
+    rank = len(imp.type_of(ins[0]).shape)
+    dims = tuple(int(d) % rank for d in a.get("perm", range(rank - 1, -1, -1)))
+    if dims == tuple(range(rank)):
+        return _identity(imp, n, ins, a)
+    imp.emit("permute", [imp.value(ins[0])], {"dims": dims}, n.output[0])
+
+
+def _clip(imp, n, ins, a):
+    bound = [float(imp.const(i, "a Clip bound")) if len(ins) > k and (i := ins[k]) else None for k in (1, 2)]
+    imp.emit("clip", [imp.value(ins[0])], {"min": bound[0], "max": bound[1]}, n.output[0])
+
+
+def _pad(imp, n, ins, a):
+    if a.get("mode", "constant") != "constant":
+        raise imp.fail(f"pad mode '{a['mode']}' (only 'constant')")
+    rank = len(imp.type_of(ins[0]).shape)
+    pads = [int(p) for p in imp.const(ins[1], "pads").ravel()]
+    value = float(imp.const(ins[2], "the pad value")) if len(ins) > 2 and ins[2] else 0.0
+    if len(ins) > 3 and ins[3]:
+        axes = [int(x) % rank for x in imp.const(ins[3], "axes").ravel()]
+        full = [0] * (2 * rank)
+        for j, ax in enumerate(axes):
+            full[ax], full[rank + ax] = pads[j], pads[len(axes) + j]
+        pads = full
+    imp.emit("pad", [imp.value(ins[0])], {"pads": tuple(pads), "value": value}, n.output[0])
+
+
+def _concat(imp, n, ins, a):
+    rank = len(imp.type_of(ins[0]).shape)
+    imp.emit("concat", [imp.value(i) for i in ins if i], {"axis": a["axis"] % rank}, n.output[0])
+
+
+def _cast(imp, n, ins, a):
+    if imp.onnx.helper.tensor_dtype_to_np_dtype(a["to"]) != np.dtype(imp.b.types[imp.value(ins[0])].dtype):
+        raise imp.fail("only a Cast to the input's own dtype")
+    _identity(imp, n, ins, a)
+
+
+_HANDLERS = {
+    "Conv": _conv, "Gemm": _gemm, "MatMul": _matmul, "BatchNormalization": _batch_norm,
+    "LayerNormalization": _layer_norm, "MaxPool": _pool, "AveragePool": _pool, "ReduceMean": _reduce_mean,
+    "Softmax": lambda imp, n, ins, a: imp.emit("softmax", [imp.value(ins[0])], {"axis": a.get("axis", -1)},
+                                               n.output[0]),
+    "LeakyRelu": lambda imp, n, ins, a: imp.emit("leaky_relu", [imp.value(ins[0])], {"alpha": a.get("alpha", 0.01)},
+                                                 n.output[0]),
+    "Gelu": lambda imp, n, ins, a: imp.emit("gelu", [imp.value(ins[0])], {"approximate": a.get("approximate", "none")},
+                                            n.output[0]),
+    "GlobalAveragePool": lambda imp, n, ins, a: imp.emit("mean", [imp.value(ins[0])],
+                                                         {"axes": (2, 3), "keepdims": True}, n.output[0]),
+    "Clip": _clip, "Pad": _pad, "Concat": _concat, "Cast": _cast,
+    "Reshape": _reshape, "Flatten": _shape_change, "Squeeze": _shape_change, "Unsqueeze": _shape_change,
+    "Transpose": _transpose, "Identity": _identity, "Dropout": _identity,
+    **{k: _unary(v) for k, v in _UNARY.items()}, **{k: _binary(v) for k, v in _BINARY.items()},
+}
+SUPPORTED = tuple(sorted([*_HANDLERS, "Constant", "Shape", "Size", "Gather", "Slice", "ConstantOfShape", "Range",
+                          "Equal", "Where"]))
+
+
+def from_onnx(model_or_path, name: str | None = None):
+    """The graph of an ONNX model (a ModelProto, or a path to a .onnx file)."""
+    import onnx
+
+    model = model_or_path if isinstance(model_or_path, onnx.ModelProto) else onnx.load(str(model_or_path))
+    version = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+    if version not in OPSETS:
+        raise UnsupportedOpError(f"from_onnx: model '{model.graph.name}' uses opset {version}; supported opsets: "
+                                 f"{OPSETS.start}-{OPSETS.stop - 1} (onnx.version_converter can convert it)")
+    return _Importer(model, name).run()
