@@ -157,3 +157,20 @@ def test_optimize_pipeline():
     assert f.nodes[-1].inputs[1] == "r"
     assert all(v in f.types for n in f.nodes for v in n.outputs)
     same_outputs(g, f)
+
+
+@pytest.mark.parametrize("name", ["mobilenet_v2", "bert_layer"])
+def test_optimize_in_tree_models(name):
+    """Reduced in-tree models through the torch frontend: optimize keeps PyTorch's outputs and folds every BN."""
+    torch = pytest.importorskip("torch")
+    from tilewright.graph.frontend import from_torch
+    from tilewright.models import MODELS
+
+    spec = MODELS[name]
+    model, x = spec.build(reduced=True).eval(), spec.example_input(reduced=True)
+    with torch.no_grad():
+        ref = model(x).numpy()
+    g = optimize(from_torch(model, (x,)))
+    assert "batch_norm" not in ops(g) and "mul" not in ops(g)
+    (y,) = run_reference(g, [x.numpy()])
+    np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4)
