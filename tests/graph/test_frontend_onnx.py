@@ -1,0 +1,142 @@
+"""from_onnx: in-tree models exported by torch.onnx (dynamo and TorchScript
+exporters) and small hand-built ONNX graphs become opset graphs whose NumPy
+reference run matches PyTorch eager / ONNX Runtime; unsupported ops and
+opsets are errors that name them."""
+
+import io
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+torch = pytest.importorskip("torch")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from tilewright.graph.frontend import UnsupportedOpError, from_onnx  # noqa: E402
+from tilewright.graph.infer import infer_types  # noqa: E402
+from tilewright.graph.reference import run_reference  # noqa: E402
+from tilewright.models import MODELS  # noqa: E402
+
+
+def _eager(model, x):
+    with torch.no_grad():
+        return model(x).numpy()
+
+
+def _close(got, want, rtol=1e-4):
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * max(1.0, np.abs(want).max()))
+
+
+def _checked(graph):
+    graph.check()
+    inferred = infer_types(graph)
+    assert {v: inferred.types[v] for v in graph.types} == graph.types
+    return graph
+
+
+@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2", "bert_layer"])
+def test_dynamo_export_matches_eager(name, tmp_path):
+    spec = MODELS[name]
+    model, x = spec.build(reduced=True), spec.example_input(reduced=True)
+    path = tmp_path / f"{name}.onnx"
+    torch.onnx.export(model, (x,), str(path), dynamo=True, verbose=False)
+    graph = _checked(from_onnx(path))
+    _close(run_reference(graph, [x.numpy()])[0], _eager(model, x))
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+@pytest.mark.parametrize("opset", [13, 17])
+def test_torchscript_export_matches_eager(name, opset):
+    """The older exporter leaves BatchNormalization, Flatten, Erf-based GELU (opset 13) and weight Transposes."""
+    spec = MODELS[name]
+    model, x = spec.build(reduced=True), spec.example_input(reduced=True)
+    f = io.BytesIO()
+    torch.onnx.export(model, (x,), f, dynamo=False, opset_version=opset, do_constant_folding=False)
+    graph = _checked(from_onnx(onnx.load_from_string(f.getvalue())))
+    assert all(n.op not in ("permute",) or not graph.is_constant(n.inputs[0]) for n in graph.nodes)
+    _close(run_reference(graph, [x.numpy()])[0], _eager(model, x))
+
+
+def _model(nodes, inputs, outputs, inits=(), opset=18):
+    g = helper.make_graph(nodes, "g", inputs, outputs, [numpy_helper.from_array(a, n) for n, a in inits])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def _vi(name, shape):
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+
+def _against_onnxruntime(model, *xs):
+    ort = pytest.importorskip("onnxruntime")
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = sess.run(None, {i.name: x for i, x in zip(model.graph.input, xs)})
+    got = run_reference(_checked(from_onnx(model)), list(xs))
+    for g, w in zip(got, want, strict=True):
+        _close(g, w)
+
+
+def test_shape_chain_gemm_pad_and_reductions_fold_and_match(rng):
+    w = rng.standard_normal((6, 12)).astype(np.float32)
+    c = rng.standard_normal((1, 6)).astype(np.float32)
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Constant", [], ["zero"], value=numpy_helper.from_array(np.array(0, np.int64))),
+        helper.make_node("Gather", ["s", "zero"], ["n"]),
+        helper.make_node("Unsqueeze", ["n", "ax0"], ["n1"]),
+        helper.make_node("Concat", ["n1", "minus1"], ["shape"], axis=0),
+        helper.make_node("Reshape", ["x", "shape"], ["flat"]),  # [2, 3, 2, 2] -> [2, 12]
+        helper.make_node("Gemm", ["flat", "w", "c"], ["y"], transB=1, alpha=0.5, beta=2.0),
+        helper.make_node("Pad", ["x", "pads", "padv"], ["xp"], mode="constant"),
+        helper.make_node("AveragePool", ["xp"], ["ap"], kernel_shape=[2, 2], strides=[2, 2], auto_pad="SAME_UPPER"),
+        helper.make_node("ReduceMean", ["ap", "axes"], ["rm"], keepdims=0),
+        helper.make_node("Clip", ["rm", "lo", ""], ["z"]),
+    ]
+    inits = [("w", w), ("c", c), ("ax0", np.array([0], np.int64)), ("minus1", np.array([-1], np.int64)),
+             ("pads", np.array([0, 0, 1, 0, 0, 0, 0, 2], np.int64)), ("padv", np.array(0.5, np.float32)),
+             ("axes", np.array([-1, 1], np.int64)), ("lo", np.array(-0.1, np.float32))]
+    model = _model(nodes, [_vi("x", [2, 3, 2, 2])], [_vi("y", [2, 6]), _vi("z", None)], inits)
+    graph = from_onnx(model)
+    assert [n.op for n in graph.nodes if n.op != "constant"] == ["reshape", "dense", "pad", "avg_pool2d", "mean",
+                                                                 "clip"]
+    _against_onnxruntime(model, rng.standard_normal((2, 3, 2, 2)).astype(np.float32))
+
+
+def test_attention_pieces_and_erf_gelu(rng):
+    """MatMul of two activations, Transpose, Softmax, LayerNormalization and GELU written with Erf."""
+    nodes = [
+        helper.make_node("Transpose", ["q"], ["kt"], perm=[0, 2, 1]),
+        helper.make_node("MatMul", ["q", "kt"], ["s"]),
+        helper.make_node("Softmax", ["s"], ["p"], axis=-1),
+        helper.make_node("MatMul", ["p", "q"], ["ctx"]),
+        helper.make_node("LayerNormalization", ["ctx", "g", "b"], ["ln"], axis=-1, epsilon=1e-5),
+        helper.make_node("Div", ["ln", "sqrt2"], ["h"]),
+        helper.make_node("Erf", ["h"], ["e"]),
+        helper.make_node("Add", ["e", "one"], ["e1"]),
+        helper.make_node("Mul", ["ln", "e1"], ["m"]),
+        helper.make_node("Mul", ["m", "half"], ["gelu"]),
+        helper.make_node("Gelu", ["ln"], ["gelu2"], approximate="tanh"),
+        helper.make_node("Sub", ["gelu", "gelu2"], ["out"]),
+    ]
+    inits = [("g", rng.standard_normal(8).astype(np.float32)), ("b", rng.standard_normal(8).astype(np.float32)),
+             ("sqrt2", np.array(np.sqrt(2), np.float32)), ("one", np.array(1, np.float32)),
+             ("half", np.array(0.5, np.float32))]
+    model = _model(nodes, [_vi("q", [2, 5, 8])], [_vi("out", None)], inits, opset=20)
+    graph = from_onnx(model)
+    assert {"matmul", "softmax", "layer_norm", "erf", "gelu", "permute"} <= {n.op for n in graph.nodes}
+    _against_onnxruntime(model, rng.standard_normal((2, 5, 8)).astype(np.float32))
+
+
+def test_unsupported_op_names_op_node_and_supported_set():
+    model = _model([helper.make_node("TopK", ["x", "k"], ["v", "i"], name="topk0")], [_vi("x", [4, 8])],
+                   [_vi("v", None)], [("k", np.array([2], np.int64))])
+    with pytest.raises(UnsupportedOpError) as err:
+        from_onnx(model)
+    msg = str(err.value)
+    assert "'TopK'" in msg and "topk0" in msg and "supported:" in msg and "Conv" in msg
+
+
+def test_unsupported_opset_is_named():
+    model = _model([helper.make_node("Relu", ["x"], ["y"])], [_vi("x", [4])], [_vi("y", [4])], opset=11)
+    with pytest.raises(UnsupportedOpError, match="opset 11.*13-21"):
+        from_onnx(model)
