@@ -81,6 +81,28 @@ def test_scalars_alpha_and_multiple_inputs_outputs():
     _check(graph, m, x, y)
 
 
+class _Buffers(torch.nn.Module):
+    """In-place ops, a non-persistent buffer, a tensor made in forward, 'same' padding, composite ops."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.relu = torch.nn.Conv2d(3, 4, 3, padding="same"), torch.nn.ReLU(inplace=True)
+        self.register_buffer("k", torch.randn(4, generator=torch.Generator().manual_seed(0)), persistent=False)
+
+    def forward(self, x):
+        y = self.relu(self.conv(x))
+        y += torch.tensor([1.0, 2.0, 3.0, 4.0]).view(1, 4, 1, 1)
+        z = y.float() * self.k.view(1, 4, 1, 1) * torch.rsqrt(y.abs() + 1)
+        return z.sum(dim=(2, 3)), x.sum()
+
+
+def test_inplace_buffers_lifted_constants_and_composites():
+    m, x = _Buffers(), torch.randn(1, 3, 8, 8)
+    graph = from_torch(m, (x,))
+    assert sum(n.op == "constant" for n in graph.nodes) >= 4
+    _check(graph, m, x)
+
+
 class _Sort(torch.nn.Module):
     def forward(self, x):
         return torch.sort(x, dim=-1).values

@@ -248,6 +248,39 @@ def _pad(c, a):
     return c.out("pad", [x], {"pads": tuple(before + after), "value": float(a["value"] or 0.0)})
 
 
+def _to_copy(c, a):
+    x = c.v(a["self"])
+    if c.b.types[x].dtype != str(c.node.meta["val"].dtype).replace("torch.", ""):
+        raise unsupported("from_torch", str(c.node.target), c.node.name, SUPPORTED, "a dtype conversion")
+    return x
+
+
+def _composite(c, op, inputs, attrs=None):
+    """An intermediate node of an op written as several graph ops."""
+    x = inputs[0]
+    return c.b.node(op, inputs, c.b.types[x], attrs, f"{c.node.name}_{op}")
+
+
+def _rsqrt(c, a):
+    x = c.v(a["self"])
+    return c.out("div", [c.v(1.0, x), _composite(c, "sqrt", [x])])
+
+
+def _abs(c, a):
+    x = c.v(a["self"])
+    return c.out("maximum", [x, _composite(c, "neg", [x])])
+
+
+def _sum(c, a):
+    x = c.v(a["self"])
+    shape = c.b.types[x].shape
+    axes = tuple(sorted(int(d) % len(shape) for d in (a["dim"] or range(len(shape)))))
+    mean = c.b.node("mean", [x], _type(c.node.meta["val"]), {"axes": axes, "keepdims": bool(a["keepdim"])},
+                    f"{c.node.name}_mean")
+    count = int(np.prod([shape[i] for i in axes], dtype=np.int64))
+    return c.out("mul", [mean, c.v(float(count), x)])
+
+
 def _pow(c, a):
     x = c.v(a["self"])
     return c.out("pow", [x, c.v(a["exponent"], x)])
@@ -272,8 +305,11 @@ HANDLERS = {
     "relu6": lambda c, a: c.out("clip", [c.v(a["self"])], {"min": 0.0, "max": 6.0}),
     **{n: _unary(n) for n in ("relu", "sigmoid", "tanh", "silu", "hardswish", "exp", "sqrt", "neg", "erf")},
     **{n: _binary(n) for n in ("add", "sub", "mul", "div", "maximum", "minimum")},
-    "pow": _pow, "cat": _concat, "constant_pad_nd": _pad,
+    "pow": _pow, "cat": _concat, "constant_pad_nd": _pad, "_to_copy": _to_copy, "rsqrt": _rsqrt, "abs": _abs,
+    "sum": _sum,
 }
+# Ops that only check metadata at run time: nothing to compute.
+_SKIPPED = {"_assert_tensor_metadata", "_assert_scalar", "sym_constrain_range_for_size", "_assert_async"}
 SUPPORTED = tuple(f"aten.{n}" for n in HANDLERS)
 _MULTI_OUTPUT = {"_native_batch_norm_legit_no_training", "native_layer_norm", "max_pool2d_with_indices"}
 
@@ -306,6 +342,8 @@ def _getitem(c: _Ctx, node):
 def _convert(c: _Ctx, node):
     op = getattr(node.target, "overloadpacket", None)
     name = getattr(op, "__name__", None) if op is not None else None
+    if name in _SKIPPED:
+        return None
     if name not in HANDLERS:
         raise unsupported("from_torch", str(node.target), node.name, SUPPORTED)
     value = HANDLERS[name](c, _bind(node))
