@@ -60,5 +60,6 @@ def test_scheduler_spends_budget_and_reuses_records(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "tuning mlp" in err  # one progress line per model
     again = extract_tasks(partition(graph))
-    out2 = tune_tasks(again, "cpu", trials=0, records=db, progress=False)
-    assert out2["trials"] == 0 and all(math.isfinite(t.best_cost) for t in again)  # known from the records
+    out2 = tune_tasks(again, "cpu", trials=6, records=db, progress=False)  # the same budget again: all reused
+    assert out2["trials"] == 0 and out2["reused"] >= out["trials"]
+    assert all(math.isfinite(t.best_cost) for t in again)

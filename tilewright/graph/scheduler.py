@@ -4,7 +4,9 @@ tasks by expected gain. A round-robin warm-up gives each task a few trials
 a rerun costs nothing); then each slice goes to the task with the largest
 weight x best time x recent improvement rate (an optimistic rate, decaying with
 the slices it has had, while it has no history). Every measurement goes to one
-record store, so records are reused across runs and across models."""
+record store, so records are reused across runs and across models; the
+measurements a store already holds for the tasks count against the budget, so
+a rerun with the same budget measures nothing."""
 
 from __future__ import annotations
 
@@ -41,30 +43,38 @@ def estimated_latency(tasks: list[Task]) -> float:
     return sum(t.weight * t.best_cost for t in tasks)
 
 
-def known_costs(tasks: list[Task], target, store: Records) -> None:
-    """Fill each task's best_cost from the records of its workload on this target."""
+def known_costs(tasks: list[Task], target, store: Records) -> int:
+    """Fill each task's best_cost and trials from the records of its workload on this
+    target; returns how many measurements the records already hold for these tasks."""
+    total = 0
     for t in tasks:
-        best = store.best(t.key, target.key, k=1)
-        if best:
-            t.best_cost = min(t.best_cost, best[0].cost)
+        rows = store.query(t.key, target.key)
+        finite = [r.cost for r in rows if math.isfinite(r.cost)]
+        if finite:
+            t.best_cost = min(t.best_cost, min(finite))
+        t.trials = max(t.trials, len(rows))
+        total += len(rows)
+    return total
 
 
 def tune_tasks(tasks: list[Task], target, trials: int, records=None, slice_trials: int = 8,
                warmup_trials: int | None = None, progress: bool = True, model: str = "model",
                **tune_options) -> dict:
-    """Tune `tasks` with `trials` measurements in all; returns a summary (trials spent,
-    seconds, estimated latency before and after). `tune_options` go to `tw.tune`
+    """Tune `tasks` with `trials` measurements in all (those already in the records
+    included); returns a summary (new trials, reused records, seconds, estimated
+    latency before and after). `tune_options` go to `tw.tune`
     (seed, timeout, cost_model, method, ...)."""
     from ..api import tune
     from ..targets import as_target
 
     target = as_target(target)
     store = records if isinstance(records, Records) else Records(records)
-    known_costs(tasks, target, store)
+    reused = known_costs(tasks, target, store)
     before = estimated_latency(tasks)
     states = [_State(t) for t in tasks]
     warm = warmup_trials if warmup_trials is not None else max(1, min(slice_trials, trials // max(len(tasks), 1)))
-    spent, start = 0, time.perf_counter()
+    # measurements in the records count against the budget: a rerun with the same budget costs nothing
+    spent, start = min(reused, trials), time.perf_counter()
     tune_options.setdefault("progress", False)
 
     def give(st: _State, n: int) -> None:
@@ -94,8 +104,8 @@ def tune_tasks(tasks: list[Task], target, trials: int, records=None, slice_trial
         if spent == before_spent:
             break
     _show(progress, model, spent, trials, tasks, start, end=True)
-    return {"trials": spent, "seconds": time.perf_counter() - start, "estimated_before_s": before,
-            "estimated_after_s": estimated_latency(tasks)}
+    return {"trials": spent - min(reused, trials), "reused": reused, "seconds": time.perf_counter() - start,
+            "estimated_before_s": before, "estimated_after_s": estimated_latency(tasks)}
 
 
 def _show(on: bool, model: str, spent: int, trials: int, tasks: list[Task], start: float, end: bool = False) -> None:
@@ -106,5 +116,5 @@ def _show(on: bool, model: str, spent: int, trials: int, tasks: list[Task], star
     est_text = f"{est * 1e3:.3f} ms" if math.isfinite(est) else "?"
     line = (f"\rtuning {model}: {spent}/{trials} trials over {len(tasks)} tasks, estimated {est_text}, "
             f"{time.perf_counter() - start:.0f} s")
-    sys.stderr.write(line + ("\n" if end else ""))
+    sys.stderr.write(line.ljust(100) + ("\n" if end else ""))
     sys.stderr.flush()
