@@ -1,6 +1,7 @@
 """Fusion: TVM's rules on a ResNet residual block, a transformer layer and small edge cases."""
 
 import numpy as np
+import pytest
 
 from tilewright.graph import Graph, Node, Pattern, TensorType
 from tilewright.graph.fusion import fuse
@@ -145,3 +146,22 @@ def test_transformer_layer():
     assert pats["g1_reshape_permute"] == Pattern.INJECTIVE and not p.groups[1].is_view
     assert p.groups[10].inputs == ("ctx_r", "wo", "bo", "x")
     run_groups(p)
+
+
+def test_exported_bert_layer_groups():
+    """Through the torch frontend the flattening views around linear layers are gone after optimize, so the
+    residual adds and GELU are dense epilogues."""
+    torch = pytest.importorskip("torch")
+    from tilewright.graph.frontend import from_torch
+    from tilewright.models import MODELS
+
+    spec = MODELS["bert_layer"]
+    model, x = spec.build(reduced=True).eval(), spec.example_input(reduced=True)
+    p = fuse(optimize(from_torch(model, (x,))))
+    kinds = [grp.name.split("_", 1)[1] for grp in p.groups]
+    assert kinds.count("dense") == 3 and kinds.count("dense_add") == 2 and kinds.count("dense_gelu") == 1
+    assert kinds.count("matmul_div") == 1 and kinds.count("softmax") == 1 and kinds.count("layer_norm") == 2
+    assert len(p.groups) == 15
+    with torch.no_grad():
+        ref = model(x).numpy()
+    np.testing.assert_allclose(run_reference(p.graph, [x.numpy()])[0], ref, rtol=1e-4, atol=1e-4)

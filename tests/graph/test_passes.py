@@ -11,6 +11,7 @@ from tilewright.graph.fold_pad import fold_pad_into_conv
 from tilewright.graph.infer import infer_types
 from tilewright.graph.optimize import optimize
 from tilewright.graph.reference import run_reference
+from tilewright.graph.simplify_reshape import simplify_reshapes
 
 R = np.random.default_rng(3)
 
@@ -159,6 +160,37 @@ def test_optimize_pipeline():
     same_outputs(g, f)
 
 
+def test_simplify_reshapes_around_dense_and_matmul():
+    # exporter style: view -> addmm -> view -> add, and bmm between views of 4-D heads
+    g = graph([("reshape", ("x",), "x2", {"shape": (6, 8)}), ("dense", ("x2", "w", "b"), "d2", None),
+               ("reshape", ("d2",), "d3", {"shape": (2, 3, 8)}), ("add", ("d3", "x"), "r", None),
+               ("reshape", ("r",), "h", {"shape": (2, 3, 2, 4)}), ("permute", ("h",), "q", {"dims": (0, 2, 1, 3)}),
+               ("permute", ("h",), "k0", {"dims": (0, 2, 1, 3)}), ("permute", ("k0",), "k", {"dims": (0, 1, 3, 2)}),
+               ("reshape", ("q",), "q3", {"shape": (4, 3, 4)}), ("reshape", ("k",), "k3", {"shape": (4, 4, 3)}),
+               ("matmul", ("q3", "k3"), "s3", None), ("reshape", ("s3",), "s", {"shape": (2, 2, 3, 3)}),
+               ("softmax", ("s",), "y", None),
+               ("reshape", ("x",), "x4", {"shape": (2, 3, 8)}), ("relu", ("x4",), "y2", None)],
+              {"x": (2, 3, 8)}, ["y", "y2"], {"w": arr(8, 8), "b": arr(8)})
+    f = simplify_reshapes(g)
+    f.check()
+    assert ops(f) == ["dense", "add", "reshape", "permute", "permute", "matmul", "softmax", "relu"]
+    dense, matmul = (n for n in f.nodes if n.op in ("dense", "matmul"))
+    assert dense.inputs[0] == "x" and f.types[dense.outputs[0]].shape == (2, 3, 8)
+    assert f.types[matmul.outputs[0]].shape == (2, 2, 3, 3)
+    assert next(n for n in f.nodes if n.op == "permute" and n.outputs[0] == "k").attr("dims") == (0, 2, 3, 1)
+    same_outputs(g, f)
+
+
+def test_simplify_reshapes_keeps_outputs_and_broadcasts():
+    # a reshape writing a graph output stays; matmul with broadcast batch dims is left alone
+    g = graph([("reshape", ("x",), "y", {"shape": (2, 3, 4)}),
+               ("reshape", ("x",), "a", {"shape": (2, 3, 4)}), ("reshape", ("z",), "b", {"shape": (1, 4, 5)}),
+               ("matmul", ("a", "b"), "m", None)], {"x": (2, 3, 4), "z": (4, 5)}, ["y", "m"], {})
+    f = simplify_reshapes(g)
+    assert ops(f) == ["reshape", "reshape", "matmul"]
+    same_outputs(g, f)
+
+
 @pytest.mark.parametrize("name", ["mobilenet_v2", "bert_layer"])
 def test_optimize_in_tree_models(name):
     """Reduced in-tree models through the torch frontend: optimize keeps PyTorch's outputs and folds every BN."""
@@ -172,5 +204,9 @@ def test_optimize_in_tree_models(name):
         ref = model(x).numpy()
     g = optimize(from_torch(model, (x,)))
     assert "batch_norm" not in ops(g) and "mul" not in ops(g)
+    if name == "bert_layer":  # no flattening views left around linear layers: the only reshapes split/merge heads
+        views = [n for n in g.nodes if n.op == "reshape"]
+        assert len(views) == 4 and all(g.types[n.inputs[0]].shape[-1] != g.types[n.outputs[0]].shape[-1]
+                                       for n in views)
     (y,) = run_reference(g, [x.numpy()])
     np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4)

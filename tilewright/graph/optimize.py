@@ -8,17 +8,19 @@ from .fold_constants import fold_constants
 from .fold_pad import fold_pad_into_conv
 from .infer import infer_types
 from .ir import Graph
+from .simplify_reshape import simplify_reshapes
 
-PASSES = (infer_types, fold_constants, fold_batch_norm, fold_pad_into_conv, fold_constants,
+PASSES = (infer_types, fold_constants, fold_batch_norm, fold_pad_into_conv, simplify_reshapes, fold_constants,
           eliminate_common_subexpressions, eliminate_dead_code, infer_types)
 
 
 def optimize(graph: Graph) -> Graph:
     """Types inferred, constants folded (twice: before batch-norm folding so
     exporter-made weight transforms are plain constants, and after it), batch
-    norms folded, zero pads folded into convolutions, common subexpressions and
-    dead code removed, types inferred again. `graph.check()` holds after each
-    pass; the outputs are the same values under the same names."""
+    norms folded, zero pads folded into convolutions, reshapes moved past
+    dense/matmul and cancelled, common subexpressions and dead code removed,
+    types inferred again. `graph.check()` holds after each pass; the outputs
+    are the same values under the same names."""
     graph.check()
     for p in PASSES:
         graph = p(graph)
