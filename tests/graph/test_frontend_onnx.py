@@ -140,3 +140,20 @@ def test_unsupported_opset_is_named():
     model = _model([helper.make_node("Relu", ["x"], ["y"])], [_vi("x", [4])], [_vi("y", [4])], opset=11)
     with pytest.raises(UnsupportedOpError, match="opset 11.*13-21"):
         from_onnx(model)
+
+
+@pytest.mark.parametrize("name", ["resnet18", "bert_layer"])
+def test_dynamic_dims_need_input_shapes_and_shape_chains_fold(name):
+    spec = MODELS[name]
+    model, x = spec.build(reduced=True), spec.example_input(reduced=True)
+    f = io.BytesIO()
+    torch.onnx.export(model, (x,), f, dynamo=False, opset_version=17, input_names=["image"],
+                      dynamic_axes={"image": {0: "batch", 1: "dim1"}})
+    proto = onnx.load_from_string(f.getvalue())
+    if name == "bert_layer":
+        assert "Shape" in {n.op_type for n in proto.graph.node}
+    with pytest.raises(UnsupportedOpError, match="input_shapes"):
+        from_onnx(proto)
+    graph = _checked(from_onnx(proto, input_shapes={"image": (2, *x.shape[1:])}))
+    x2 = torch.cat([x, -x])
+    _close(run_reference(graph, [x2.numpy()])[0], _eager(model, x2))

@@ -107,8 +107,8 @@ class _Importer:
                 continue  # an initializer listed as an input (IR version < 4)
             t = self.onnx_types.get(inp.name)
             if t is None:
-                raise UnsupportedOpError(f"from_onnx: input '{inp.name}' needs a static shape; give the model fixed "
-                                         "input dimensions (onnx.tools.update_model_dims)")
+                raise UnsupportedOpError(f"from_onnx: input '{inp.name}' needs a static shape; pass "
+                                         f"input_shapes={{'{inp.name}': (...)}}")
             self.env[inp.name] = self.b.add_input(inp.name, t)
         for node in self.g.node:
             self.node = node
@@ -344,11 +344,31 @@ SUPPORTED = tuple(sorted([*_HANDLERS, "Constant", "Shape", "Size", "Gather", "Sl
                           "Equal", "Where"]))
 
 
-def from_onnx(model_or_path, name: str | None = None):
-    """The graph of an ONNX model (a ModelProto, or a path to a .onnx file)."""
+def _fix_input_shapes(model, input_shapes):
+    """A copy of `model` whose named inputs have the given static shapes (a dynamic batch made 1, say)."""
+    import onnx
+
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    inputs = {i.name: i for i in model.graph.input}
+    for name, shape in input_shapes.items():
+        if name not in inputs:
+            raise UnsupportedOpError(f"from_onnx: input_shapes names '{name}', which is not a graph input; "
+                                     f"inputs: {', '.join(inputs)}")
+        dims = inputs[name].type.tensor_type.shape.dim
+        del dims[:]
+        for d in shape:
+            dims.add().dim_value = int(d)
+    return model
+
+
+def from_onnx(model_or_path, name: str | None = None, input_shapes: dict | None = None):
+    """The graph of an ONNX model (a ModelProto, or a path to a .onnx file); `input_shapes` maps input names to
+    static shapes for models exported with dynamic dimensions."""
     import onnx
 
     model = model_or_path if isinstance(model_or_path, onnx.ModelProto) else onnx.load(str(model_or_path))
+    if input_shapes:
+        model = _fix_input_shapes(model, input_shapes)
     version = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
     if version not in OPSETS:
         raise UnsupportedOpError(f"from_onnx: model '{model.graph.name}' uses opset {version}; supported opsets: "
