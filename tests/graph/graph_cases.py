@@ -120,6 +120,19 @@ def attention(s=4, d=8, heads=2) -> Graph:
     return b.graph("out")
 
 
+def passthrough() -> Graph:
+    """Outputs that are a view, a graph input and a value also read by that view."""
+    b = Builder("passthrough")
+    x = b.input("x", (2, 3))
+    c = b.const("c", (3,))
+    y = b.op("add", [x, c], "y", (2, 3))
+    b.op("reshape", [y], "flat", (6,), shape=(6,))
+    return b.graph("flat", "x", "y")
+
+
+PASSTHROUGH_GROUPS = {"add": ["y"], "view": ["flat"]}
+
+
 # --- a PyTorch reference of the ops above ---
 
 def torch_reference(graph: Graph, inputs) -> list[np.ndarray]:

@@ -4,7 +4,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from graph_cases import RESIDUAL_GROUPS, attention, partition, random_inputs, residual_block, torch_reference
+from graph_cases import (
+    PASSTHROUGH_GROUPS,
+    RESIDUAL_GROUPS,
+    attention,
+    partition,
+    passthrough,
+    random_inputs,
+    residual_block,
+    torch_reference,
+)
 
 from tilewright.graph.module import build_module
 
@@ -33,7 +42,8 @@ def run_exported(runner, directory, graph, inputs):
     return outs
 
 
-@pytest.mark.parametrize("make,groups", [(residual_block, RESIDUAL_GROUPS), (attention, None)])
+@pytest.mark.parametrize("make,groups", [(residual_block, RESIDUAL_GROUPS), (attention, None),
+                                         (passthrough, PASSTHROUGH_GROUPS)])
 def test_exported_library_matches_module_and_torch(tmp_path, runner, make, groups):
     graph = make()
     module = build_module(partition(graph, groups), "cpu")

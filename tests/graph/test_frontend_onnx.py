@@ -136,6 +136,13 @@ def test_unsupported_op_names_op_node_and_supported_set():
     assert "'TopK'" in msg and "topk0" in msg and "supported:" in msg and "Conv" in msg
 
 
+def test_unsupported_form_of_a_supported_op_says_why():
+    model = _model([helper.make_node("Conv", ["x", "w"], ["y"], name="conv1d")], [_vi("x", [1, 2, 5])],
+                   [_vi("y", None)], [("w", np.ones((3, 2, 3), np.float32))])
+    with pytest.raises(UnsupportedOpError, match="'Conv' at node 'conv1d'.*only 2-D convolution"):
+        from_onnx(model)
+
+
 def test_unsupported_opset_is_named():
     model = _model([helper.make_node("Relu", ["x"], ["y"])], [_vi("x", [4])], [_vi("y", [4])], opset=11)
     with pytest.raises(UnsupportedOpError, match="opset 11.*13-21"):

@@ -1,12 +1,14 @@
 import numpy as np
 import pytest
 from graph_cases import (
+    PASSTHROUGH_GROUPS,
     RESIDUAL_GROUPS,
     Builder,
     attention,
     conv_bias_relu,
     dense_gelu,
     partition,
+    passthrough,
     random_inputs,
     torch_reference,
 )
@@ -77,3 +79,14 @@ def test_input_validation_and_summary():
     assert "dispatch per kernel" in text and "peak" in text
     o = module.dispatch_overhead()
     assert 0 < o["native_s"] < o["python_s"]
+
+
+def test_outputs_that_are_inputs_views_or_constants():
+    g = passthrough()
+    module = build_module(partition(g, PASSTHROUGH_GROUPS), "cpu")
+    xs = random_inputs(g)[0]
+    flat, xo, y = module(xs)
+    np.testing.assert_allclose(flat, (xs + g.constants["c"]).reshape(6), rtol=1e-6)
+    np.testing.assert_array_equal(xo, xs)
+    assert xo is not xs and np.shares_memory(y, flat) is False
+    assert "2 kernels" not in repr(module) and "1 kernels" in repr(module)

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from tilewright.graph import Graph, Node, TensorType
+from tilewright.graph.canonicalize import fold_bias_add, recognize_gelu
 from tilewright.graph.cleanup import eliminate_common_subexpressions, eliminate_dead_code
 from tilewright.graph.fold_batch_norm import fold_batch_norm
 from tilewright.graph.fold_constants import fold_constants
@@ -188,6 +189,46 @@ def test_simplify_reshapes_keeps_outputs_and_broadcasts():
                ("matmul", ("a", "b"), "m", None)], {"x": (2, 3, 4), "z": (4, 5)}, ["y", "m"], {})
     f = simplify_reshapes(g)
     assert ops(f) == ["reshape", "reshape", "matmul"]
+    same_outputs(g, f)
+
+
+def scalar(v):
+    return np.float32(v).reshape(())
+
+
+@pytest.mark.parametrize("form", ["x*p*h", "x*h*p", "p*h*x"])
+def test_recognize_gelu(form):
+    consts = {"r2": scalar(np.sqrt(2)), "one": scalar(1.0), "h": scalar(0.5), "ir2": scalar(1 / np.sqrt(2))}
+    head = [("div", ("x", "r2"), "u", None)] if form != "p*h*x" else [("mul", ("ir2", "x"), "u", None)]
+    head += [("erf", ("u",), "e", None), ("add", ("one", "e"), "p", None)]
+    tail = {"x*p*h": [("mul", ("x", "p"), "m", None), ("mul", ("m", "h"), "y", None)],
+            "x*h*p": [("mul", ("x", "h"), "m", None), ("mul", ("m", "p"), "y", None)],
+            "p*h*x": [("mul", ("p", "h"), "m", None), ("mul", ("m", "x"), "y", None)]}[form]
+    g = graph(head + tail + [("relu", ("y",), "z", None)], {"x": (4, 5)}, ["z"], consts)
+    f = recognize_gelu(g)
+    f.check()
+    assert ops(f) == ["gelu", "relu"] and f.nodes[-2].outputs == ("y",) and f.nodes[-2].inputs == ("x",)
+    same_outputs(g, f, 1e-6)
+
+
+def test_gelu_lookalikes_stay():
+    consts = {"r2": scalar(2.0), "one": scalar(1.0), "h": scalar(0.5)}
+    g = graph([("div", ("x", "r2"), "u", None), ("erf", ("u",), "e", None), ("add", ("one", "e"), "p", None),
+               ("mul", ("x", "p"), "m", None), ("mul", ("m", "h"), "y", None)], {"x": (4,)}, ["y"], consts)
+    assert ops(recognize_gelu(g)) == ops(g)
+
+
+def test_fold_bias_add():
+    g = graph([("dense", ("x", "w"), "d", None), ("add", ("d", "b"), "y", None),
+               ("conv2d", ("c", "wc", "bc"), "k", None), ("add", ("bk", "k"), "z", None),
+               ("conv2d", ("c", "wc"), "k2", None), ("add", ("k2", "full"), "z2", None)],
+              {"x": (2, 3, 5), "c": (1, 2, 4, 4)}, ["y", "z", "z2"],
+              {"w": arr(6, 5), "b": arr(6), "wc": arr(3, 2, 1, 1), "bc": arr(3), "bk": arr(1, 3, 1, 1),
+               "full": arr(3, 4, 4)})
+    f = fold_bias_add(g)
+    f.check()
+    assert ops(f) == ["dense", "conv2d", "conv2d", "add"]  # a bias varying over H and W is no conv bias
+    assert [n.outputs for n in f.nodes if n.op in ("dense", "conv2d")] == [("y",), ("z",), ("k2",)]
     same_outputs(g, f)
 
 

@@ -56,13 +56,12 @@ def _model_source(module, symbols: dict[int, str], weight_offsets: dict[str, int
     outputs = {v: i for i, v in enumerate(g.outputs)}
 
     def pointer(v: str) -> str:
-        if v in outputs:
-            return f"(void *)outputs[{outputs[v]}]"
+        for w in (v, plan.root(v)):  # an input also listed as an output is read from the input
+            if w in inputs:
+                return f"(void *)inputs[{inputs[w]}]"
+            if w in outputs:
+                return f"(void *)outputs[{outputs[w]}]"
         root = plan.root(v)
-        if root in outputs:
-            return f"(void *)outputs[{outputs[root]}]"
-        if root in inputs:
-            return f"(void *)inputs[{inputs[root]}]"
         if root in weight_offsets:
             return f"(void *)(tw_weights + {weight_offsets[root]})"
         return f"(void *)(tw_arena + {plan.offset(root)})"

@@ -110,7 +110,8 @@ class Module:
         for v, t in zip(self.graph.outputs, self.output_types):
             if v not in env:
                 env[v] = np.empty(t.shape, t.dtype)
-            outputs.append(env[v])
+            # an input passed straight out is returned as a copy, never as the caller's own array
+            outputs.append(env[v].copy() if v in self.graph.inputs else env[v])
         for ptrs, slot, v in self._dynamic:
             root = self.plan.root(v)
             ptrs[slot] = (env.get(v) if v in env else env[root]).ctypes.data
@@ -127,6 +128,10 @@ class Module:
                                "(out of memory?)")
         self._finish(env, outputs)
         return outputs[0] if len(outputs) == 1 else outputs
+
+    def __repr__(self) -> str:
+        return (f"<Module '{self.graph.name}': {len(self.steps)} kernels, {len(self.tasks)} tasks, "
+                f"arena {self.plan.peak_bytes} bytes>")
 
     def _finish(self, env, outputs) -> None:
         """Graph outputs that are views, inputs or constants are copies of what they alias."""
