@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...errors import TilewrightError
 from ..infer import infer_node
 from ..ir import Node, TensorType
 from .builder import GraphBuilder, UnsupportedOpError, unsupported
@@ -129,7 +130,12 @@ class _Importer:
             handler = _HANDLERS.get(node.op_type)
             if handler is None:
                 raise self.fail()
-            handler(self, node, ins, a)
+            try:
+                handler(self, node, ins, a)
+            except TilewrightError:
+                raise
+            except Exception as e:  # noqa: BLE001 - a form of the op the mapping did not foresee: name it
+                raise self.fail(f"{type(e).__name__}: {e}") from e
         return self.b.build([self.value(o.name) for o in self.g.output])
 
 

@@ -16,6 +16,7 @@ import numbers
 
 import numpy as np
 
+from ...errors import TilewrightError
 from ..ir import TensorType
 from .builder import GraphBuilder, UnsupportedOpError, unsupported
 
@@ -346,7 +347,12 @@ def _convert(c: _Ctx, node):
         return None
     if name not in HANDLERS:
         raise unsupported("from_torch", str(node.target), node.name, SUPPORTED)
-    value = HANDLERS[name](c, _bind(node))
+    try:
+        value = HANDLERS[name](c, _bind(node))
+    except TilewrightError:
+        raise
+    except Exception as e:  # noqa: BLE001 - a form of the op the mapping did not foresee: say which, do not crash
+        raise unsupported("from_torch", str(node.target), node.name, SUPPORTED, f"{type(e).__name__}: {e}") from e
     return (value,) if name in _MULTI_OUTPUT else value
 
 
