@@ -37,7 +37,8 @@ class Module:
         self.plan = plan or plan_memory(partition)
         self.kernels = kernels
         graph = self.graph
-        self.constants = {k: np.array(v, dtype=graph.type_of(k).dtype, order="C", copy=True)
+        # kept once: the graph's own arrays where already dense and of the right dtype
+        self.constants = {k: np.require(np.asarray(v, dtype=graph.type_of(k).dtype), requirements="C")
                           for k, v in graph.constants.items()}
         self._arena_raw = np.zeros(self.plan.peak_bytes + ALIGN, np.uint8)
         start = (-self._arena_raw.ctypes.data) % ALIGN
