@@ -159,8 +159,8 @@ def _pool(node, ins):
     sh, sw = pair(node.attr("stride") if node.attr("stride") is not None else (kh, kw))
     dh, dw = pair(node.attr("dilation", (1, 1)))
     pt, pl, pb, pr = quad(node.attr("padding", (0, 0, 0, 0)))
-    if max(pt, pb) * 2 > dh * (kh - 1) + 1 or max(pl, pr) * 2 > dw * (kw - 1) + 1:
-        raise _fail(node, ins, f"padding {(pt, pl, pb, pr)} must be at most half the window {kh}x{kw}")
+    if min(sh, sw, dh, dw, kh, kw) < 1 or min(pt, pl, pb, pr) < 0:
+        raise _fail(node, ins, "kernel, stride and dilation must be >= 1, padding >= 0")
     ceil = bool(node.attr("ceil_mode", False))
     n, c, h, w = x.shape
     oh, ow = pool_out(h, kh, sh, pt, pb, dh, ceil), pool_out(w, kw, sw, pl, pr, dw, ceil)
