@@ -357,7 +357,8 @@ def _convert(c: _Ctx, node):
 
 
 def from_torch(module, example_inputs, decompose: bool = True, name: str | None = None):
-    """The graph of `module` called on `example_inputs` (a tuple/list of tensors, or one tensor).
+    """The graph of `module` called on `example_inputs` (a tuple/list of tensors, or one tensor); the module is
+    put in eval mode and its weights copied, so later changes to it do not reach the graph.
 
     decompose=True reads core ATen (after run_decompositions); False reads the
     export's ATen ops as they are (linear, conv2d, batch_norm, ...)."""
