@@ -2,7 +2,8 @@
 
 Describe a computation with tensor expressions (`placeholder`, `compute`,
 `reduce_axis`, `sum`, ...), or take one from `tilewright.ops`; evaluate it
-with the NumPy reference (`evaluate`)."""
+with the NumPy reference (`evaluate`). Whole models: `compile` (a torch.nn.Module
+or a graph, tuned and fused) and `frontend` (`from_torch`, `from_onnx`)."""
 
 __version__ = "0.1.0"
 
@@ -21,6 +22,8 @@ from .errors import (
     TilewrightError,
     TilewrightWarning,
 )
+from .graph import frontend
+from .graph.compile import compile
 from .ir.dtype import DType, as_dtype
 from .records import records
 from .reference import evaluate
@@ -66,7 +69,8 @@ from .te import (
 )
 
 __all__ = [
-    "ops", "evaluate", "DType", "as_dtype", "Tensor", "build", "lower", "Schedule", "create_schedule", "Target",
+    "ops", "evaluate", "compile", "frontend", "DType", "as_dtype", "Tensor", "build", "lower", "Schedule",
+    "create_schedule", "Target",
     "as_target", "records", "tune", "TuneResult", "ThreadAxis", "thread_axis",
     "BuildError", "DTypeError", "EvaluationError", "ExprError", "LoweringError", "MeasureError",
     "NameConflictError", "ScheduleError", "ShapeError", "TilewrightError", "TilewrightWarning",

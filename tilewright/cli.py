@@ -92,16 +92,31 @@ def cmd_records(args) -> int:
     return 0
 
 
+def _split(v):
+    return [x.strip() for x in v.split(",") if x.strip()] if v else None
+
+
 def cmd_bench(args) -> int:
+    if args.suite == "models":
+        return cmd_bench_models(args)
     from .bench import run_suite
 
-    def split(v):
-        return [x.strip() for x in v.split(",") if x.strip()] if v else None
+    split = _split
 
     ops = ["R50"] if args.suite == "resnet50" else split(args.ops)
     result = run_suite(ops=ops, cases=split(args.cases), trials=args.trials, threads=args.threads,
                        out=args.out, records=args.records, method=args.method, reuse=args.reuse,
                        progress=sys.stderr.isatty(), isa=args.isa, name=args.suite)
+    print(f"wrote {args.out}/{args.suite}.json, .md and .png")
+    return 1 if result["failures"] else 0
+
+
+def cmd_bench_models(args) -> int:
+    from .bench.models import run_models
+
+    result = run_models(models=_split(args.models), trials=args.trials, threads=args.threads, out=args.out,
+                        records=args.records, reduced=args.reduced, baselines=_split(args.baselines),
+                        progress=sys.stderr.isatty(), name=args.suite)
     print(f"wrote {args.out}/{args.suite}.json, .md and .png")
     return 1 if result["failures"] else 0
 
@@ -125,7 +140,11 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--records", help="SQLite record file (default: the user cache dir)")
     t.set_defaults(fn=cmd_tune)
     b = sub.add_parser("bench", help="benchmark a suite against PyTorch")
-    b.add_argument("suite", choices=["flextensor", "resnet50"])
+    b.add_argument("suite", choices=["flextensor", "resnet50", "models"])
+    b.add_argument("--models", help="models: comma-separated names of tilewright.models (default: all)")
+    b.add_argument("--baselines", default="eager,compile,ort",
+                   help="models: which of eager, compile (torch.compile), ort (ONNX Runtime) to time")
+    b.add_argument("--reduced", action="store_true", help="models: the reduced sizes of the tests")
     b.add_argument("--ops", help="comma-separated suite operators (default: all with a PyTorch baseline; "
                                  "resnet50: its conv layers)")
     b.add_argument("--isa", default="native", help="restrict our kernels to an ISA level (avx2 on an AVX-512 "
