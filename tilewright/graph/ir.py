@@ -143,4 +143,5 @@ class Graph:
         return format_graph(self)
 
     def __repr__(self) -> str:
-        return f"<Graph '{self.name}': {len(self.nodes)} nodes, inputs {list(self.inputs)}, outputs {list(self.outputs)}>"
+        return (f"<Graph '{self.name}': {len(self.nodes)} nodes, inputs {list(self.inputs)}, "
+                f"outputs {list(self.outputs)}>")
