@@ -184,6 +184,8 @@ def _compile_parts(gm, consts: dict[str, object], opts: dict, problems: list[str
         args = list(call.args)
         part_consts = {i: consts[a.name] for i, a in enumerate(args) if a.op == "placeholder" and a.name in consts}
         examples = [_example(a.meta["val"]) for i, a in enumerate(args) if i not in part_consts]
+        if not examples:  # computes on weights only: PyTorch runs it, no kernel for a constant
+            continue
         try:
             compiled = tw_compile(_Part(sub, part_consts, len(args)).module(), tuple(examples), progress=False,
                                   **opts)
