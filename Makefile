@@ -16,6 +16,7 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/python examples/00_conv2d_reference.py
 	$(BIN)/python examples/02_tune_conv2d.py --trials 60
+	$(BIN)/python examples/04_compile_model.py --model resnet18 --trials 120
 
 lint: $(STAMP)
 	$(BIN)/ruff check tilewright tests examples benchmarks

@@ -79,7 +79,7 @@ def run_model(name: str, trials: int, threads: int, records: Records, reduced: b
         want = model(torch.from_numpy(x)).numpy()
     start = time.perf_counter()
     module = compile_model(model, [torch.from_numpy(x)], target=bench_target(threads), trials=trials,
-                           records=records, progress=progress, seed=seed)
+                           records=records, progress=progress, seed=seed, name=name)
     row.tune_s = time.perf_counter() - start
     row.tasks = len(getattr(module, "tasks", ()))
     out = module(x)

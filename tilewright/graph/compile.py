@@ -12,9 +12,10 @@ from .tasks import extract_tasks, lower_partition
 
 
 def compile(model, example_inputs=None, target="cpu", trials: int = 0, records=None,  # noqa: A001 (as torch.compile)
-            progress: bool = True, **tune_options) -> Module:
+            progress: bool = True, name: str | None = None, **tune_options) -> Module:
     """Compile a Graph or a torch.nn.Module (with `example_inputs`) for `target`.
     `trials`: the model's total tuning budget (0: default schedules, no measuring).
+    `name`: the model's name in progress lines and summaries (default: its class name).
     `records`: a record store or path (default: the user cache); tuning writes to it
     and the build reads from it. `tune_options` go to `tw.tune` (seed, timeout, cost_model, ...)."""
     from ..records import Records
@@ -24,7 +25,7 @@ def compile(model, example_inputs=None, target="cpu", trials: int = 0, records=N
     from .optimize import optimize
 
     tgt = as_target(target)
-    graph = model if isinstance(model, Graph) else _from_torch(model, example_inputs)
+    graph = model if isinstance(model, Graph) else _from_torch(model, example_inputs, name)
     graph = optimize(infer_types(graph))
     partition = fuse(graph)
     programs = lower_partition(partition)
@@ -39,7 +40,7 @@ def compile(model, example_inputs=None, target="cpu", trials: int = 0, records=N
     return module
 
 
-def _from_torch(model, example_inputs) -> Graph:
+def _from_torch(model, example_inputs, name: str | None) -> Graph:
     from ..errors import ShapeError
 
     try:
@@ -54,4 +55,4 @@ def _from_torch(model, example_inputs) -> Graph:
 
     if not isinstance(example_inputs, (tuple, list)):
         example_inputs = (example_inputs,)
-    return from_torch(model, tuple(example_inputs))
+    return from_torch(model, tuple(example_inputs), name=name)
