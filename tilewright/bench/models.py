@@ -120,14 +120,14 @@ def run_models(models=None, trials: int = 200, threads: int | None = None, out: 
     threads = threads or target.cores
     store = records if isinstance(records, Records) else Records(records)
     rows, failures = [], []
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
     for m in models or list(MODELS):
         try:
             rows.append(run_model(m, trials, threads, store, reduced, baselines, progress))
         except Exception as exc:  # one model's failure is reported, the others still run
             failures.append({"model": m, "error": f"{type(exc).__name__}: {exc}"})
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    write(out, name, target, rows, failures, threads, trials, reduced)
+        write(out, name, target, rows, failures, threads, trials, reduced)  # per model: a long run keeps its rows
     return {"rows": rows, "failures": failures}
 
 
