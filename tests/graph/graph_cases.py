@@ -189,3 +189,17 @@ def _torch_op(n, a):
     if n.op in unary:
         return unary[n.op](a[0])
     return {"add": torch.add, "mul": torch.mul, "sub": torch.sub, "matmul": torch.matmul}[n.op](a[0], a[1])
+
+
+def view_output_read_later() -> Graph:
+    """A view that is a graph output and is also read by a later kernel (flatten then a head)."""
+    b = Builder("view_read_later")
+    x = b.input("x", (2, 3))
+    c = b.const("c", (3,))
+    y = b.op("add", [x, c], "y", (2, 3))
+    flat = b.op("reshape", [y], "flat", (6,), shape=(6,))
+    b.op("relu", [flat], "head", (6,))
+    return b.graph("flat", "head")
+
+
+VIEW_READ_LATER_GROUPS = {"add": ["y"], "view": ["flat"], "head": ["head"]}

@@ -7,12 +7,14 @@ import pytest
 from graph_cases import (
     PASSTHROUGH_GROUPS,
     RESIDUAL_GROUPS,
+    VIEW_READ_LATER_GROUPS,
     attention,
     partition,
     passthrough,
     random_inputs,
     residual_block,
     torch_reference,
+    view_output_read_later,
 )
 
 from tilewright.graph.module import build_module
@@ -43,7 +45,8 @@ def run_exported(runner, directory, graph, inputs):
 
 
 @pytest.mark.parametrize("make,groups", [(residual_block, RESIDUAL_GROUPS), (attention, None),
-                                         (passthrough, PASSTHROUGH_GROUPS)])
+                                         (passthrough, PASSTHROUGH_GROUPS),
+                                         (view_output_read_later, VIEW_READ_LATER_GROUPS)])
 def test_exported_library_matches_module_and_torch(tmp_path, runner, make, groups):
     graph = make()
     module = build_module(partition(graph, groups), "cpu")

@@ -77,3 +77,23 @@ def test_unknown_op_names_node():
             group_program(g, make_group(g, "grp", ["y"]))
     finally:
         lower_te._LOWER["sqrt"] = saved
+
+
+@pytest.mark.parametrize("ceil_mode", [False, True])
+def test_avg_pool_with_uneven_padding_divides_by_the_real_elements(ceil_mode):
+    """ONNX SAME_* average pooling (count_include_pad=0) pads more on one side; the border windows
+    must divide by the count of real elements, as the reference (checked against ONNX Runtime) does."""
+    from tilewright.graph.infer import infer_types
+    from tilewright.graph.reference import run_reference
+
+    b = Builder()
+    x = b.input("x", (1, 2, 6, 6))
+    b.op("avg_pool2d", [x], "ap", (1, 2, 3, 3), kernel=(3, 3), stride=(2, 2), padding=(0, 0, 1, 1),
+         count_include_pad=False, ceil_mode=ceil_mode)
+    g = infer_types(b.graph("ap"))
+    prog = group_program(g, make_group(g, "grp", ["ap"]))
+    kernel = tw.build(list(prog.args), target="cpu")
+    xs = random_inputs(g)[0]
+    got = np.empty(prog.outputs[0].shape, np.float32)
+    kernel(xs, got)
+    np.testing.assert_allclose(got, run_reference(g, [xs])[0], rtol=1e-5, atol=1e-6)

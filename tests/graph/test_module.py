@@ -81,6 +81,20 @@ def test_input_validation_and_summary():
     assert 0 < o["native_s"] < o["python_s"]
 
 
+def test_a_view_output_read_by_a_later_kernel_is_read_from_its_root():
+    """The later kernel must read the view's source, not the caller's output array (filled only at the end)."""
+    from graph_cases import VIEW_READ_LATER_GROUPS, view_output_read_later
+
+    g = view_output_read_later()
+    module = build_module(partition(g, VIEW_READ_LATER_GROUPS), "cpu")
+    xs = random_inputs(g)[0]
+    want = (xs + g.constants["c"]).reshape(6)
+    for _ in range(2):  # also a second call, whose fresh output arrays hold garbage
+        flat, head = module(xs)
+        np.testing.assert_allclose(flat, want, rtol=1e-6)
+        np.testing.assert_allclose(head, np.maximum(want, 0), rtol=1e-6)
+
+
 def test_outputs_that_are_inputs_views_or_constants():
     g = passthrough()
     module = build_module(partition(g, PASSTHROUGH_GROUPS), "cpu")

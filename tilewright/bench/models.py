@@ -32,7 +32,9 @@ class ModelResult:
     ours_s: float | None = None
     tune_s: float = 0.0
     tasks: int = 0
-    trials: int = 0
+    trials: int = 0  # the budget asked for
+    new_trials: int = 0  # measured in this run (the rest of the budget came from the records)
+    reused_records: int = 0
     max_abs_error: float | None = None
     peak_bytes: int | None = None
     torch_peak_bytes: int | None = None
@@ -55,7 +57,9 @@ class ModelResult:
 
 
 def _check(name: str, got: np.ndarray, want: np.ndarray) -> float:
-    got = np.asarray(got).reshape(want.shape)
+    got = np.asarray(got)
+    if got.shape != want.shape:
+        raise AssertionError(f"{name}: output shape {list(got.shape)} differs from PyTorch eager's {list(want.shape)}")
     err = float(np.max(np.abs(got - want))) if want.size else 0.0
     if not np.allclose(got, want, rtol=RTOL, atol=ATOL * max(1.0, float(np.max(np.abs(want))))):
         raise AssertionError(f"{name}: output differs from PyTorch eager (max abs error {err:.3g})")
@@ -81,10 +85,11 @@ def run_model(name: str, trials: int, threads: int, records: Records, reduced: b
     module = compile_model(model, [torch.from_numpy(x)], target=bench_target(threads), trials=trials,
                            records=records, progress=progress, seed=seed, name=name)
     row.tune_s = time.perf_counter() - start
-    row.tasks = len(getattr(module, "tasks", ()))
+    row.tasks = len(module.tasks)
+    row.new_trials, row.reused_records = module.tuning["trials"], module.tuning["reused"]
     out = module(x)
     row.max_abs_error = _check(f"tilewright {name}", out[0] if isinstance(out, list) else out, want)
-    row.peak_bytes = module.plan.peak_bytes
+    row.peak_bytes = module.peak_bytes
     row.torch_peak_bytes = torch_peak_activation_bytes(model, x)
     sides = {"ours": lambda: median_seconds(lambda: module(x), repeat=REPEAT)}
     candidates = []
@@ -142,13 +147,15 @@ def _mib(b) -> str:
 def table(rows) -> list[str]:
     names = list(dict.fromkeys(n for r in rows for n in r.baselines))
     lines = ["| model | input | tilewright ms | " + " | ".join(f"{n} ms" for n in names)
-             + " | vs fastest | tuning s (tasks) | peak MiB ours / PyTorch |",
+             + " | vs fastest | compile s (tasks, new trials) | peak MiB ours / PyTorch |",
              "|---|---|---|" + "---|" * len(names) + "---|---|---|"]
     for r in rows:
         cells = [_ms(r.baselines.get(n)) for n in names]
         speed = f"{r.speedup:.2f}x ({r.fastest[0]})" if r.speedup else "n/a"
+        cost = f"{r.tune_s:.0f} ({r.tasks}, {r.new_trials})"
+        memory = f"{_mib(r.peak_bytes)} / {_mib(r.torch_peak_bytes)}"
         lines.append(f"| {r.model} | {'x'.join(map(str, r.input_shape))} | {_ms(r.ours_s)} | " + " | ".join(cells)
-                     + f" | {speed} | {r.tune_s:.0f} ({r.tasks}) | {_mib(r.peak_bytes)} / {_mib(r.torch_peak_bytes)} |")
+                     + f" | {speed} | {cost} | {memory} |")
     g = geomean([r.speedup for r in rows if r.speedup])
     if g:
         lines += ["", f"Geomean against the fastest baseline of each model: **{g:.2f}x**."]
@@ -194,7 +201,8 @@ def write(out: Path, name: str, target, rows, failures, threads: int, trials: in
             f"rounds of {REPEAT} timings each, in one process, every output checked against PyTorch eager. "
             "PyTorch eager: the faster of NCHW and channels_last (input conversion timed); torch.compile: inductor, "
             "default mode; ONNX Runtime: CPU provider, all graph optimizations. Peak memory: activations only "
-            "(ours: the memory plan's arena plus the largest kernel temporary; PyTorch: its profiler's allocations).",
+            "(ours: the memory plan's arena, the output, and the most any one kernel allocates for itself "
+            "while it runs; PyTorch: the peak of its profiler's allocation and free events, output included).",
             ""]
     text = head + table(rows)
     notes = [f"- {r.model}: {n}: {why}" for r in rows for n, why in r.notes.items()]

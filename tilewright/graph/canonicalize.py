@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .ir import Graph, Node, TensorType
+from .ir import FreshNames, Graph, Node, TensorType
 
 
 def _scalar(graph: Graph, value: str, target: float) -> bool:
@@ -101,6 +101,7 @@ def fold_bias_add(graph: Graph) -> Graph:
     the add is the layer's bias (summed with an existing one), and the layer
     writes the add's output value."""
     types, constants = dict(graph.types), dict(graph.constants)
+    fresh = FreshNames.of(graph)
     new: dict[int, list[Node]] = {}
     gone: set[int] = set()
     for layer in graph.nodes:
@@ -113,9 +114,7 @@ def fold_bias_add(graph: Graph) -> Graph:
         if len(layer.inputs) > 2:
             bias = bias + graph.constants[layer.inputs[2]]
         dtype = np.dtype(graph.type_of(layer.outputs[0]).dtype)
-        name, i = f"{layer.name}_bias", 1
-        while name in types or name in constants:
-            name, i = f"{layer.name}_bias_{i}", i + 1
+        name = fresh(f"{layer.name}_bias")
         constants[name] = np.ascontiguousarray(bias, dtype=dtype)
         types[name] = TensorType(bias.shape, dtype.name)
         new[id(layer)] = [Node("constant", (), (name,)),

@@ -31,12 +31,14 @@ def compile(model, example_inputs=None, target="cpu", trials: int = 0, records=N
     programs = lower_partition(partition)
     tasks = extract_tasks(partition, programs)
     store = records if isinstance(records, Records) else Records(records)
+    tuning = {"trials": 0, "reused": 0, "seconds": 0.0}
     if trials > 0:
         from .scheduler import tune_tasks
 
-        tune_tasks(tasks, tgt, trials, records=store, progress=progress, model=graph.name, **tune_options)
+        tuning = tune_tasks(tasks, tgt, trials, records=store, progress=progress, model=graph.name, **tune_options)
     with store:
         module = build_module(partition, tgt, programs, tasks)
+    module.tuning = tuning  # new trials measured, records reused, seconds: what this compile cost
     return module
 
 

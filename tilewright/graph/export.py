@@ -55,8 +55,13 @@ def _model_source(module, symbols: dict[int, str], weight_offsets: dict[str, int
     inputs = {v: i for i, v in enumerate(g.inputs)}
     outputs = {v: i for i, v in enumerate(g.outputs)}
 
+    produced = {v for s in module.steps for v in s.group.outputs}
+
     def pointer(v: str) -> str:
-        for w in (v, plan.root(v)):  # an input also listed as an output is read from the input
+        # an input also listed as an output is read from the input; a view output (filled by a copy at the
+        # end) is read from its root, never from the caller's still empty output array
+        own = (v,) if v in produced or v in inputs else ()
+        for w in (*own, plan.root(v)):
             if w in inputs:
                 return f"(void *)inputs[{inputs[w]}]"
             if w in outputs:
@@ -73,7 +78,6 @@ def _model_source(module, symbols: dict[int, str], weight_offsets: dict[str, int
         args = ", ".join(pointer(v) for v in step.values)
         calls.append(f"  {{ /* {sanitize(step.group.name)} */\n    void *a[] = {{{args}}};\n"
                      f"    if ({symbols[id(kernel)]}_call(a) != 0) return {n + 1};\n  }}\n")
-    produced = {v for s in module.steps for v in s.group.outputs}
     for v in g.outputs:
         if v not in produced:  # a view, input or constant: copied into the output
             src = v

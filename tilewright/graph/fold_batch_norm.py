@@ -6,21 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .ir import Graph, Node, TensorType
-
-
-class _Names:
-    """Fresh value names that collide with nothing in the graph."""
-
-    def __init__(self, graph: Graph):
-        self.used = set(graph.inputs) | set(graph.types) | {v for n in graph.nodes for v in n.outputs}
-
-    def __call__(self, base: str) -> str:
-        name, i = base, 1
-        while name in self.used:
-            name, i = f"{base}_{i}", i + 1
-        self.used.add(name)
-        return name
+from .ir import FreshNames, Graph, Node, TensorType
 
 
 def _foldable_producer(graph: Graph, bn: Node) -> Node | None:
@@ -44,7 +30,7 @@ def fold_batch_norm(graph: Graph) -> Graph:
     Any other becomes `mul` by a constant scale and `add` of a constant shift,
     both shaped (C, 1, ..., 1) so they broadcast over axis 1 and fuse as
     injective ops. Needs `graph.types` for the values batch norms read."""
-    fresh = _Names(graph)
+    fresh = FreshNames.of(graph)
     constants, types = dict(graph.constants), dict(graph.types)
     folded: dict[int, tuple[Node, list[Node]]] = {}  # id(producer) -> (new producer, its new constants)
     drop: set[int] = set()

@@ -71,6 +71,25 @@ class Node:
         return Node(**fields)
 
 
+class FreshNames:
+    """Value names that collide with none already taken: `base`, else `base_1`, `base_2`, ..."""
+
+    def __init__(self, taken=()):
+        self.taken = set(taken)
+
+    def __call__(self, base: str) -> str:
+        name, i = base, 1
+        while name in self.taken:
+            name, i = f"{base}_{i}", i + 1
+        self.taken.add(name)
+        return name
+
+    @classmethod
+    def of(cls, graph: Graph) -> FreshNames:
+        return cls(set(graph.inputs) | set(graph.types) | set(graph.constants)
+                   | {v for n in graph.nodes for v in n.outputs})
+
+
 class Graph:
     """`inputs` and `outputs` name values; `types` gives every value's type;
     `constants` maps a constant node's output name to its array."""

@@ -13,7 +13,7 @@ from .. import ops
 from ..errors import ShapeError
 from ..ops.elementwise import broadcast_index, broadcast_shapes
 from ..ops.pad import pad_axes
-from ..te import compute, erf, exp, if_then_else, placeholder, reduce_axis, sqrt
+from ..te import cast, compute, erf, exp, if_then_else, placeholder, reduce_axis, sqrt
 from ..te import max as te_max
 from ..te import min as te_min
 from ..te import pow as te_pow
@@ -126,6 +126,8 @@ def _pool(node: Node, a: list[Tensor], name: str) -> Tensor:
     top, left, bottom, right = node.attr("padding", (0, 0, 0, 0))
     kernel, stride, ceil_mode = node.attr("kernel"), node.attr("stride"), node.attr("ceil_mode", False)
     is_max = node.op == "max_pool2d"
+    if not is_max and not node.attr("count_include_pad", True) and (top, left) != (bottom, right):
+        return _avg_pool_uneven(x, (top, left, bottom, right), kernel, stride, ceil_mode, name)
     if (top, left) != (bottom, right):
         x = pad_axes(x, [0, 0, top, left], [0, 0, bottom, right], -math.inf if is_max else 0.0,
                      name=f"{name}_apad")
@@ -134,6 +136,27 @@ def _pool(node: Node, a: list[Tensor], name: str) -> Tensor:
         return ops.max_pool2d(x, kernel, stride, (top, left), node.attr("dilation", (1, 1)), ceil_mode, name=name)
     return ops.avg_pool2d(x, kernel, stride, (top, left), ceil_mode, node.attr("count_include_pad", True),
                           name=name)
+
+
+def _avg_pool_uneven(x: Tensor, padding, kernel, stride, ceil_mode: bool, name: str) -> Tensor:
+    """Average over the real elements of each window when the padding differs per side (ONNX SAME_*
+    pooling): the window sums over the explicitly padded input, divided by each window's count of
+    elements inside the original input (the padded pool alone cannot know which zeros were padding)."""
+    top, left, bottom, right = padding
+    size = x.shape[-2:]
+    xp = pad_axes(x, [0] * (x.ndim - 2) + [top, left], [0] * (x.ndim - 2) + [bottom, right], 0.0,
+                  name=f"{name}_apad")
+    total = ops.avg_pool2d(xp, kernel, stride, 0, ceil_mode, True, divisor_override=1, name=f"{name}_total")
+
+    def count(o, axis: int, before: int):
+        start = o * stride[axis] - before
+        return te_min(start + kernel[axis], size[axis]) - te_max(start, 0)
+
+    def body(*i):
+        n = count(i[-2], 0, top) * count(i[-1], 1, left)
+        return total[i] / cast(n, x.dtype)
+
+    return compute(total.shape, body, name=name)
 
 
 def _mean(node: Node, a: list[Tensor], name: str) -> Tensor:

@@ -70,11 +70,8 @@ def plan_memory(partition: Partition) -> MemoryPlan:
             last[r] = max(last.get(r, i), i)
         if g.is_view:
             root = aliases.get(g.inputs[0], g.inputs[0])
-            for v in g.outputs:
-                if v in graph.outputs:  # copied out of the root after the run: the root lives to the end
-                    last[root] = end
-                else:
-                    aliases[v] = root
+            for v in g.outputs:  # a view that is also a graph output is copied out of its root at the end
+                aliases[v] = root
             continue
         for v in g.outputs:
             first[v] = i

@@ -29,6 +29,9 @@ class Step:
 
 
 class Module:
+    """A compiled model. Not reentrant: one arena and one set of kernel pointers serve
+    every call, so two threads must not call the same Module at once."""
+
     def __init__(self, partition: Partition, kernels: dict[str, object], tasks: list[Task],
                  programs: dict[str, GroupProgram], target, plan: MemoryPlan | None = None):
         """`kernels`: a built kernel per task key, or per group name where a group's
@@ -74,6 +77,7 @@ class Module:
             self._step_kernels.append(kernel)
             entries.append(entry_point(kernel._lib))
             arg_arrays.append(ptrs)
+        self._produced = frozenset(v for s in self.steps for v in s.group.outputs)
         self._sequence = Sequence(target, entries, arg_arrays)
         self.input_types = [graph.type_of(v) for v in graph.inputs]
         self.output_types = [graph.type_of(v) for v in graph.outputs]
@@ -109,13 +113,15 @@ class Module:
         env = dict(zip(self.graph.inputs, self._check_inputs(arrays)))
         outputs = []
         for v, t in zip(self.graph.outputs, self.output_types):
-            if v not in env:
+            if v in env:  # an input passed straight out is returned as a copy, never as the caller's own array
+                outputs.append(env[v].copy())
+            elif v in self._produced:  # a kernel writes it: the output array is its buffer
                 env[v] = np.empty(t.shape, t.dtype)
-            # an input passed straight out is returned as a copy, never as the caller's own array
-            outputs.append(env[v].copy() if v in self.graph.inputs else env[v])
+                outputs.append(env[v])
+            else:  # a view or constant, copied into a fresh array after the run; kernels read its root
+                outputs.append(np.empty(t.shape, t.dtype))
         for ptrs, slot, v in self._dynamic:
-            root = self.plan.root(v)
-            ptrs[slot] = (env.get(v) if v in env else env[root]).ctypes.data
+            ptrs[slot] = (env[v] if v in env else env[self.plan.root(v)]).ctypes.data
         self._keep = env
         return env, outputs
 
@@ -130,15 +136,23 @@ class Module:
         self._finish(env, outputs)
         return outputs[0] if len(outputs) == 1 else outputs
 
+    @property
+    def peak_bytes(self) -> int:
+        """Peak activation memory of one run: the arena, the output arrays, and the largest
+        memory a kernel allocates for itself while it runs (one kernel runs at a time)."""
+        from .temporaries import temporary_bytes
+
+        temps = max((temporary_bytes(k.func, self.target.cores) for k in self._step_kernels), default=0)
+        return self.plan.peak_bytes + sum(t.nbytes for t in self.output_types) + temps
+
     def __repr__(self) -> str:
         return (f"<Module '{self.graph.name}': {len(self.steps)} kernels, {len(self.tasks)} tasks, "
                 f"arena {self.plan.peak_bytes} bytes>")
 
     def _finish(self, env, outputs) -> None:
         """Graph outputs that are views, inputs or constants are copies of what they alias."""
-        produced = {v for s in self.steps for v in s.group.outputs}
         for v, out in zip(self.graph.outputs, outputs):
-            if v in produced:
+            if v in self._produced:
                 continue
             src = self._lookup(v, env)
             if src is not out:
@@ -177,12 +191,22 @@ class Module:
         times = self.kernel_times(*arrays) if arrays else [None] * len(self.steps)
         lines = [f"module '{self.graph.name}': {len(self.steps)} kernels, {len(self.tasks)} tasks, "
                  f"{len(self._views)} views on {self.target.key}"]
+        peak = None
+        if arrays:
+            from ..runtime.peak import fp32_peak_gflops
+
+            peak = fp32_peak_gflops(self.target)
         for s, t in zip(self.steps, times):
             ops = "+".join(n.op for n in s.group.nodes)
-            when = f"{t * 1e6:10.1f} us" if t is not None else ""
+            when = ""
+            if t is not None:
+                gflops = s.task.flops / t / 1e9
+                when = f"{t * 1e6:10.1f} us {gflops:7.1f} GFLOP/s {100 * gflops / peak:5.1f}% of peak"
             lines.append(f"  {s.group.name:<24} {ops:<36} task {s.task.name} (x{s.task.weight}) {when}")
         if arrays:
-            lines.append(f"  total of kernels {sum(times) * 1e6:.1f} us; whole model {self.time(*arrays) * 1e6:.1f} us")
+            whole = self.time(*arrays)
+            lines.append(f"  total of kernels {sum(times) * 1e6:.1f} us; whole model {whole * 1e6:.1f} us; "
+                         f"fp32 peak {peak:.0f} GFLOP/s")
         lines.append(f"  {self.plan}")
         o = self.dispatch_overhead()
         lines.append(f"  dispatch per kernel: native runner {o['native_s'] * 1e9:.0f} ns, one ctypes call from "

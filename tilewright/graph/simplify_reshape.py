@@ -7,19 +7,7 @@ dimensions themselves, so the reshapes can move past them and then cancel."""
 from __future__ import annotations
 
 from .cleanup import eliminate_dead_code
-from .ir import Graph, Node, TensorType
-
-
-class _Fresh:
-    def __init__(self, graph: Graph):
-        self.used = set(graph.inputs) | set(graph.types) | {v for n in graph.nodes for v in n.outputs}
-
-    def __call__(self, base: str) -> str:
-        name, i = base, 1
-        while name in self.used:
-            name, i = f"{base}_{i}", i + 1
-        self.used.add(name)
-        return name
+from .ir import FreshNames, Graph, Node, TensorType
 
 
 def _unmerged_source(graph: Graph, value: str, keep: int) -> str | None:
@@ -54,7 +42,7 @@ def _lift(graph: Graph, node: Node) -> tuple[str, ...] | None:
 
 
 def _lift_through_layers(graph: Graph) -> Graph:
-    fresh = _Fresh(graph)
+    fresh = FreshNames.of(graph)
     types = dict(graph.types)
     nodes = []
     for node in graph.nodes:

@@ -36,6 +36,13 @@ class Task:
     def name(self) -> str:
         return self.program.name
 
+    @property
+    def flops(self) -> int:
+        """Arithmetic of one run of the program (the analysis' count: multiply-add = 2)."""
+        from ..analysis import analyze
+
+        return analyze(list(self.program.outputs)).flops
+
     def arg_order(self, program: GroupProgram) -> list[int] | None:
         """For each argument of this task's kernel, the position of the matching argument of
         `program` (a group of this task: its arguments may be listed in another order), or None."""

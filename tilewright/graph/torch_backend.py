@@ -45,20 +45,20 @@ def _is_float32(val) -> bool:
 
 def _node_supported(node) -> bool:
     """The frontend maps the node and every tensor it reads or makes is float32."""
-    from .frontend.torch import _MULTI_OUTPUT, _SKIPPED, HANDLERS
+    from .frontend.torch import HANDLERS, MULTI_OUTPUT, SKIPPED
 
     if node.op != "call_function":
         return False
     if node.target is operator.getitem:
         src, index = node.args
-        return index == 0 and _op_name(src) in _MULTI_OUTPUT and _is_float32(node.meta.get("val"))
+        return index == 0 and _op_name(src) in MULTI_OUTPUT and _is_float32(node.meta.get("val"))
     name = _op_name(node)
-    if name in _SKIPPED:
+    if name in SKIPPED:
         return True
     if name not in HANDLERS:
         return False
     val = node.meta.get("val")
-    if name in _MULTI_OUTPUT:
+    if name in MULTI_OUTPUT:
         if not all(u.target is operator.getitem and u.args[1] == 0 for u in node.users):
             return False
         val = val[0] if isinstance(val, (tuple, list)) else val

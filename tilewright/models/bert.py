@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from ._init import init_weights
+from .seeded_weights import init_weights
 
 
 def bert_layer(hidden=768, heads=12, ffn=3072, eps=1e-12, seed=0):

@@ -5,7 +5,7 @@ multiples of 8 as torchvision does), `settings` lists (t, c, n, s) rows."""
 
 from __future__ import annotations
 
-from ._init import init_weights
+from .seeded_weights import init_weights
 
 SETTINGS = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2),
             (6, 320, 1, 1))

@@ -5,7 +5,7 @@ the input side, so tests build small versions."""
 
 from __future__ import annotations
 
-from ._init import init_weights
+from .seeded_weights import init_weights
 
 
 def _feature_side(image: int) -> int:

@@ -5,7 +5,7 @@ number of blocks per stage, so tests build small versions."""
 
 from __future__ import annotations
 
-from ._init import init_weights
+from .seeded_weights import init_weights
 
 
 def _conv_bn(nn, cin, cout, k, stride=1):

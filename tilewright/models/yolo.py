@@ -6,7 +6,7 @@ conv followed by leaky ReLU 0.1, four 2x2 max pools, then the detection head
 
 from __future__ import annotations
 
-from ._init import init_weights
+from .seeded_weights import init_weights
 
 # (kernel, out_channels, stride) per conv; "M" is a 2x2 max pool of stride 2.
 LAYERS = ((7, 64, 2), "M", (3, 192, 1), "M", (1, 128, 1), (3, 256, 1), (1, 256, 1), (3, 512, 1), "M",

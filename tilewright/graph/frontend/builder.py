@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 
 from ...errors import TilewrightError
-from ..ir import Graph, Node, TensorType
+from ..ir import FreshNames, Graph, Node, TensorType
 from ..opset import spec
 
 
@@ -39,15 +39,10 @@ class GraphBuilder:
         self.types: dict[str, TensorType] = {}
         self.constants: dict[str, np.ndarray] = {}
         self.inputs: list[str] = []
-        self._used: set[str] = set()
+        self._fresh = FreshNames()
 
     def fresh(self, hint: str) -> str:
-        base = re.sub(r"[^0-9A-Za-z_]", "_", hint) or "v"
-        name, i = base, 1
-        while name in self._used:
-            name, i = f"{base}_{i}", i + 1
-        self._used.add(name)
-        return name
+        return self._fresh(re.sub(r"[^0-9A-Za-z_]", "_", hint) or "v")
 
     def add_input(self, name: str, ttype: TensorType) -> str:
         name = self.fresh(name)

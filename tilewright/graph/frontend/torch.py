@@ -310,9 +310,9 @@ HANDLERS = {
     "sum": _sum,
 }
 # Ops that only check metadata at run time: nothing to compute.
-_SKIPPED = {"_assert_tensor_metadata", "_assert_scalar", "sym_constrain_range_for_size", "_assert_async"}
+SKIPPED = {"_assert_tensor_metadata", "_assert_scalar", "sym_constrain_range_for_size", "_assert_async"}
 SUPPORTED = tuple(f"aten.{n}" for n in HANDLERS)
-_MULTI_OUTPUT = {"_native_batch_norm_legit_no_training", "native_layer_norm", "max_pool2d_with_indices"}
+MULTI_OUTPUT = {"_native_batch_norm_legit_no_training", "native_layer_norm", "max_pool2d_with_indices"}
 
 
 def _bind(node) -> dict:
@@ -336,14 +336,14 @@ def _getitem(c: _Ctx, node):
     got = c.env[src.name]
     if not isinstance(got, tuple) or index != 0:
         raise unsupported("from_torch", f"getitem[{index}]", node.name, SUPPORTED,
-                          f"only output 0 of {', '.join(sorted(_MULTI_OUTPUT))} is supported")
+                          f"only output 0 of {', '.join(sorted(MULTI_OUTPUT))} is supported")
     return got[0]
 
 
 def _convert(c: _Ctx, node):
     op = getattr(node.target, "overloadpacket", None)
     name = getattr(op, "__name__", None) if op is not None else None
-    if name in _SKIPPED:
+    if name in SKIPPED:
         return None
     if name not in HANDLERS:
         raise unsupported("from_torch", str(node.target), node.name, SUPPORTED)
@@ -353,7 +353,7 @@ def _convert(c: _Ctx, node):
         raise
     except Exception as e:  # noqa: BLE001 - a form of the op the mapping did not foresee: say which, do not crash
         raise unsupported("from_torch", str(node.target), node.name, SUPPORTED, f"{type(e).__name__}: {e}") from e
-    return (value,) if name in _MULTI_OUTPUT else value
+    return (value,) if name in MULTI_OUTPUT else value
 
 
 def from_torch(module, example_inputs, decompose: bool = True, name: str | None = None):
