@@ -14,6 +14,7 @@ from pathlib import Path
 from ..config import cache_dir
 from ..errors import BuildError, TilewrightError
 from ..targets import Target
+from .vector_math import libmvec_flags
 
 # -fno-tree-loop-vectorize: our vectors are explicit (and `omp simd` loops still vectorize); GCC 12.2's
 # auto-vectorizer miscompiled a legal conv schedule (tests/lower/test_random_schedules.py).
@@ -38,7 +39,12 @@ class BuildResult:
 
 
 def compile_flags(target: Target) -> tuple[str, ...]:
-    return BASE_FLAGS + target.cflags
+    return BASE_FLAGS + target.cflags + libmvec_flags(target.compiler)[0]
+
+
+def link_libraries(target: Target) -> tuple[str, ...]:
+    """What every kernel library links after its objects: libm, and libmvec where it links."""
+    return ("-lm", *libmvec_flags(target.compiler)[1])
 
 
 def build_library(source: str, target: Target, timeout: float = 300.0) -> BuildResult:
@@ -61,13 +67,13 @@ def build_library(source: str, target: Target, timeout: float = 300.0) -> BuildR
             return BuildResult(lib, source, flags, True)
         discard(lib)  # never loaded again: rebuilt below
     src = out_dir / f"{key}.c"
-    cmd = [target.compiler, *flags, str(src), "-o", "<tmp>", "-lm"]
+    cmd = [target.compiler, *flags, str(src), "-o", "<tmp>", *link_libraries(target)]
     tmp = None
     try:
         src.write_text(source)
         fd, tmp = tempfile.mkstemp(suffix=".so", dir=out_dir)
         os.close(fd)
-        cmd[-2] = tmp
+        cmd[cmd.index("<tmp>")] = tmp
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:

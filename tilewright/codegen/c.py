@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from ..errors import BuildError
 from ..ir.dtype import DType
-from ..ir.expr import Binary, BinOp, Broadcast, Call, Cast, Compare, Load, Ramp, Select
+from ..ir.expr import Binary, BinOp, Broadcast, Call, Cast, Compare, Intrinsic, Load, Ramp, Select
 from ..ir.stmt import Allocate, For, ForKind, Store
 from .base import CRenderer
 from .strided import SHUFFLE_MACRO, strided_load_helper
+from .vector_math import mvec_symbol
 
 STACK_LIMIT = 64 * 1024  # bytes; larger buffers go to the heap
 
@@ -176,16 +177,36 @@ class CCodeGen(CRenderer):
     def expr_Call(self, e: Call) -> str:
         if e.dtype.lanes == 1:
             return super().expr_Call(e)
-        t = self.vector_type(e.dtype)
-        scalar = e.dtype.scalar
-        name = f"tw_{e.func.value}_{t[3:]}"
-        params = ", ".join(f"{t} a{k}" for k in range(len(e.args)))
-        lane_args = [f"a{k}[l]" for k in range(len(e.args))]
-        body = self.scalar_call(e.func, lane_args, scalar)
-        self.helpers.setdefault(
-            name, f"static inline {t} {name}({params}) {{ {t} r; for (int l = 0; l < {e.dtype.lanes}; ++l) "
-                  f"r[l] = {body}; return r; }}")
-        return f"{name}({', '.join(self.expr(a) for a in e.args)})"
+        args = [self.expr(a) for a in e.args]
+        if e.func is Intrinsic.SIGMOID and e.dtype.is_float:  # 1 / (1 + exp(-x)) on whole vectors
+            one = "1.0f" if e.dtype.bits == 32 else "1.0"
+            return f"({one} / ({one} + {self.vector_call(Intrinsic.EXP, e.dtype, [f'(-({args[0]}))'])}))"
+        return self.vector_call(e.func, e.dtype, args)
+
+    def vector_call(self, func: Intrinsic, dtype, args: list[str]) -> str:
+        """A vector math call: libmvec's vector function where the build links it (TW_LIBMVEC, see
+        build/vector_math.py) and the ISA has the width, else one libm call per lane."""
+        t = self.vector_type(dtype)
+        name = f"tw_{func.value}_{t[3:]}"
+        params = ", ".join(f"{t} a{k}" for k in range(len(args)))
+        lane_args = [f"a{k}[l]" for k in range(len(args))]
+        body = self.scalar_call(func, lane_args, dtype.scalar)
+        per_lane = (f"static inline {t} {name}({params}) {{ {t} r; for (int l = 0; l < {dtype.lanes}; ++l) "
+                    f"r[l] = {body}; return r; }}")
+        mvec = mvec_symbol(func.value, dtype.bits, dtype.lanes) if dtype.is_float else None
+        if mvec is None:
+            self.helpers.setdefault(name, per_lane)
+        else:  # the ABI passes naturally aligned vectors: a second, aligned type for the call
+            sym, isa = mvec
+            elem = "float" if dtype.bits == 32 else "double"
+            nat = f"{t}_abi"
+            self.helpers.setdefault(
+                name, f"#if defined(TW_LIBMVEC) && defined({isa})\n"
+                      f"typedef {elem} {nat} __attribute__((vector_size({dtype.bits // 8 * dtype.lanes})));\n"
+                      f"extern {nat} {sym}({nat});\n"
+                      f"static inline {t} {name}({t} a0) {{ return ({t}){sym}(({nat})a0); }}\n"
+                      f"#else\n{per_lane}\n#endif")
+        return f"{name}({', '.join(args)})"
 
     # ---- statements -------------------------------------------------------
     def loop_pragma(self, s: For) -> str | None:

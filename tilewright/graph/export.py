@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..build.cc import compile_flags
+from ..build.cc import compile_flags, link_libraries
 from ..errors import BuildError
 from .lower_te import sanitize
 from .memory_plan import ALIGN
@@ -152,5 +152,5 @@ def export_module(module, directory) -> Path:
     model_c.write_text(_model_source(module, symbols, offsets, len(blob)))
     _run([target.compiler, *flags, f"-I{d}", "-c", str(model_c), "-o", str(src / "model.o")])
     _run([target.compiler, "-shared", "-fopenmp", *objects, str(src / "model.o"), "-o", str(d / "libmodel.so"),
-          "-lm", "-ldl"])
+          *link_libraries(target), "-ldl"])
     return d
