@@ -8,8 +8,11 @@ failure) is reported with its reason, never silently dropped."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import tempfile
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,7 +88,8 @@ def onnxruntime(model, x: np.ndarray, threads: int) -> Baseline:
     path = Path(tempfile.mkdtemp(prefix="tw_ort_")) / "model.onnx"
     start = time.perf_counter()
     try:
-        torch.onnx.export(_clone(model), (torch.from_numpy(x),), str(path), dynamo=True, verbose=False)
+        with _quiet_exporter():
+            torch.onnx.export(_clone(model), (torch.from_numpy(x),), str(path), dynamo=True, verbose=False)
     except Exception as exc:
         return Baseline("onnxruntime", None, note=f"torch.onnx.export failed: {type(exc).__name__}: {str(exc)[:200]}")
     opts = ort.SessionOptions()
@@ -101,6 +105,21 @@ def onnxruntime(model, x: np.ndarray, threads: int) -> Baseline:
     out = session.run(None, feed)[0]
     setup = time.perf_counter() - start
     return Baseline("onnxruntime", lambda: session.run(None, feed), np.asarray(out), setup)
+
+
+@contextlib.contextmanager
+def _quiet_exporter():
+    """The exporter logs a warning per torchvision op it skips (torchvision is not installed beside
+    this torch) and its tracer warns about a deprecated pytree class: noise between a user and the table."""
+    log = logging.getLogger("torch.onnx._internal.exporter._registration")
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r".*treespec, LeafSpec", category=FutureWarning)
+            yield
+    finally:
+        log.setLevel(level)
 
 
 def torch_peak_activation_bytes(model, x: np.ndarray) -> int:

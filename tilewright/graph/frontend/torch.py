@@ -13,6 +13,7 @@ UnsupportedOpError naming the ATen op, the node and the supported set."""
 from __future__ import annotations
 
 import numbers
+import warnings
 
 import numpy as np
 
@@ -368,13 +369,15 @@ def from_torch(module, example_inputs, decompose: bool = True, name: str | None 
 
     if isinstance(example_inputs, torch.Tensor):
         example_inputs = (example_inputs,)
-    try:
-        ep = torch.export.export(module.eval(), tuple(example_inputs))
-    except Exception as e:  # noqa: BLE001 - torch raises many kinds; name the module and the cause
-        raise UnsupportedOpError(f"from_torch: torch.export could not trace {type(module).__name__}: "
-                                 f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from e
-    if decompose:
-        ep = ep.run_decompositions()
+    with warnings.catch_warnings():  # torch 2.13's export trips its own pytree deprecation warning
+        warnings.filterwarnings("ignore", message=r".*treespec, LeafSpec", category=FutureWarning)
+        try:
+            ep = torch.export.export(module.eval(), tuple(example_inputs))
+        except Exception as e:  # noqa: BLE001 - torch raises many kinds; name the module and the cause
+            raise UnsupportedOpError(f"from_torch: torch.export could not trace {type(module).__name__}: "
+                                     f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from e
+        if decompose:
+            ep = ep.run_decompositions()
     sig = ep.graph_signature
     state = {**ep.state_dict, **ep.constants}
     lifted = {**sig.inputs_to_parameters, **sig.inputs_to_buffers, **sig.inputs_to_lifted_tensor_constants}
