@@ -203,3 +203,18 @@ def view_output_read_later() -> Graph:
 
 
 VIEW_READ_LATER_GROUPS = {"add": ["y"], "view": ["flat"], "head": ["head"]}
+
+
+def random_array(rng, *shape, positive=False) -> np.ndarray:
+    a = rng.standard_normal(shape).astype(np.float32)
+    return np.abs(a) + 0.5 if positive else a
+
+
+def typed_graph(nodes, inputs, outputs, consts) -> Graph:
+    """Constant nodes first for every array in `consts`, then `nodes` given as (op, inputs, output, attrs),
+    types inferred."""
+    from tilewright.graph.infer import infer_types
+
+    ns = [Node("constant", (), (v,)) for v in consts]
+    ns += [Node(op, ins, (out,), attrs or {}) for op, ins, out, attrs in nodes]
+    return infer_types(Graph(ns, list(inputs), outputs, {v: TensorType(s) for v, s in inputs.items()}, consts))

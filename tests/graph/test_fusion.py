@@ -2,10 +2,10 @@
 
 import numpy as np
 import pytest
+from graph_cases import random_array, typed_graph
 
-from tilewright.graph import Graph, Node, Pattern, TensorType
+from tilewright.graph import Pattern
 from tilewright.graph.fusion import fuse
-from tilewright.graph.infer import infer_types
 from tilewright.graph.optimize import optimize
 from tilewright.graph.reference import evaluate_node, run_reference
 
@@ -13,14 +13,10 @@ R = np.random.default_rng(5)
 
 
 def arr(*shape, positive=False):
-    a = R.standard_normal(shape).astype(np.float32)
-    return np.abs(a) + 0.5 if positive else a
+    return random_array(R, *shape, positive=positive)
 
 
-def graph(nodes, inputs, outputs, consts):
-    ns = [Node("constant", (), (v,)) for v in consts]
-    ns += [Node(op, ins, (out,), attrs or {}) for op, ins, out, attrs in nodes]
-    return infer_types(Graph(ns, list(inputs), outputs, {v: TensorType(s) for v, s in inputs.items()}, consts))
+graph = typed_graph
 
 
 def run_groups(p):

@@ -2,14 +2,14 @@
 
 import numpy as np
 import pytest
+from graph_cases import random_array, typed_graph
 
-from tilewright.graph import Graph, Node, TensorType
+from tilewright.graph import TensorType
 from tilewright.graph.canonicalize import fold_bias_add, recognize_gelu
 from tilewright.graph.cleanup import eliminate_common_subexpressions, eliminate_dead_code
 from tilewright.graph.fold_batch_norm import fold_batch_norm
 from tilewright.graph.fold_constants import fold_constants
 from tilewright.graph.fold_pad import fold_pad_into_conv
-from tilewright.graph.infer import infer_types
 from tilewright.graph.optimize import optimize
 from tilewright.graph.reference import run_reference
 from tilewright.graph.simplify_reshape import simplify_reshapes
@@ -18,16 +18,10 @@ R = np.random.default_rng(3)
 
 
 def arr(*shape, positive=False):
-    a = R.standard_normal(shape).astype(np.float32)
-    return np.abs(a) + 0.5 if positive else a
+    return random_array(R, *shape, positive=positive)
 
 
-def graph(nodes, inputs, outputs, consts):
-    """Constant nodes first for every array in `consts`, then `nodes` given as (op, inputs, output, attrs)."""
-    ns = [Node("constant", (), (v,)) for v in consts]
-    ns += [Node(op, ins, (out,), attrs or {}) for op, ins, out, attrs in nodes]
-    g = Graph(ns, list(inputs), outputs, {v: TensorType(s) for v, s in inputs.items()}, consts)
-    return infer_types(g)
+graph = typed_graph
 
 
 def same_outputs(before, after, tol=1e-4):

@@ -18,7 +18,7 @@ import numpy as np
 from ..records import Records
 from .flextensor import bench_target
 from .model_baselines import eager, inductor, onnxruntime, torch_peak_activation_bytes
-from .report import geomean
+from .report import geomean, pyplot
 from .timing import ROUNDS, alternating_medians, median_seconds
 
 REPEAT = 3  # timings per round of each side
@@ -163,12 +163,8 @@ def table(rows) -> list[str]:
 
 
 def plot(rows, path: Path, title: str) -> bool:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return False
     names = list(dict.fromkeys(n for r in rows for n in r.baselines))
     if not rows or not names:

@@ -85,13 +85,21 @@ def summary(rows) -> list[str]:
     return lines
 
 
-def plot(rows, path: Path, title: str) -> bool:
+def pyplot():
+    """matplotlib's pyplot on the file-only backend, or None when matplotlib is not installed."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
+        return None
+    return plt
+
+
+def plot(rows, path: Path, title: str) -> bool:
+    plt = pyplot()
+    if plt is None:
         return False
     labeled = [r for r in rows if r.speedup]
     if not labeled:
