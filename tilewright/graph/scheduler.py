@@ -113,8 +113,9 @@ def _show(on: bool, model: str, spent: int, trials: int, tasks: list[Task], star
     if not on:
         return
     est = estimated_latency(tasks)
-    est_text = f"{est * 1e3:.3f} ms" if math.isfinite(est) else "?"
-    line = (f"\rtuning {model}: {spent}/{trials} trials over {len(tasks)} tasks, estimated {est_text}, "
+    known = sum(math.isfinite(t.best_cost) for t in tasks)
+    est_text = f"estimated {est * 1e3:.3f} ms" if math.isfinite(est) else f"warming up ({known} tasks timed)"
+    line = (f"\rtuning {model}: {spent}/{trials} trials over {len(tasks)} tasks, {est_text}, "
             f"{time.perf_counter() - start:.0f} s")
     sys.stderr.write(line.ljust(100) + ("\n" if end else ""))
     sys.stderr.flush()
