@@ -5,6 +5,7 @@ weight), so the scheduler gives more trials where more time is spent."""
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -36,7 +37,7 @@ class Task:
     def name(self) -> str:
         return self.program.name
 
-    @property
+    @functools.cached_property
     def flops(self) -> int:
         """Arithmetic of one run of the program (the analysis' count: multiply-add = 2)."""
         from ..analysis import analyze
