@@ -3,6 +3,7 @@
   tilewright tune conv2d --shape x=1,64,56,56 --shape w=64,64,3,3 --opt padding=1 --trials 200
   tilewright tune --case C2D:yolo_conv2 --trials 200 --method q
   tilewright records list | show WORKLOAD | export FILE | import FILE
+  tilewright bench flextensor --target cuda --ops C2D --cases yolo_conv2 --trials 200 --records gpu.db --out results
 """
 
 from __future__ import annotations
@@ -97,6 +98,8 @@ def _split(v):
 
 
 def cmd_bench(args) -> int:
+    if args.target != "cpu":
+        return cmd_bench_gpu(args)
     if args.suite == "models":
         return cmd_bench_models(args)
     from .bench import run_suite
@@ -108,6 +111,22 @@ def cmd_bench(args) -> int:
                        out=args.out, records=args.records, method=args.method, reuse=args.reuse,
                        progress=sys.stderr.isatty(), isa=args.isa, name=args.suite)
     print(f"wrote {args.out}/{args.suite}.json, .md and .png")
+    return 1 if result["failures"] else 0
+
+
+def cmd_bench_gpu(args) -> int:
+    from .bench.flextensor_gpu import GPU_KINDS, run_gpu_suite
+
+    if args.target not in GPU_KINDS:
+        raise TilewrightError(f"--target {args.target!r}: bench runs on cpu, {', '.join(GPU_KINDS)}")
+    if args.suite != "flextensor":
+        raise TilewrightError(f"`tilewright bench {args.suite}` runs on the CPU only; on --target {args.target} "
+                              "the benchmark is `tilewright bench flextensor` (slices with --ops/--cases)")
+    name = f"flextensor_{args.target}"
+    result = run_gpu_suite(args.target, ops=_split(args.ops), cases=_split(args.cases), trials=args.trials,
+                           out=args.out, records=args.records, method=args.method, reuse=args.reuse,
+                           progress=sys.stderr.isatty(), name=name)
+    print(f"wrote {args.out}/{name}.json, .md and .png ({len(result['rows'])} cases in the merged table)")
     return 1 if result["failures"] else 0
 
 
@@ -150,7 +169,10 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--isa", default="native", help="restrict our kernels to an ISA level (avx2 on an AVX-512 "
                                                   "host); PyTorch is not restricted")
     b.add_argument("--cases", help="comma-separated case names (default: every case of the chosen operators)")
-    b.add_argument("--trials", type=int, default=300)
+    b.add_argument("--target", default="cpu", choices=["cpu", "cuda", "opencl"],
+                   help="flextensor on a GPU: tune there and compare with PyTorch on that GPU (cuDNN/cuBLAS); "
+                        "slices run into the same --out merge into one table <out>/flextensor_<target>.*")
+    b.add_argument("--trials", type=int, default=300, help="trials per case (GPU: 0 times the untuned default)")
     b.add_argument("--threads", type=int, help="threads for us and PyTorch (default: all cores)")
     b.add_argument("--method", default="q", choices=["q", "p", "random"])
     b.add_argument("--records", help="SQLite record file (default: the user cache dir)")
