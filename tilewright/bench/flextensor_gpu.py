@@ -54,7 +54,7 @@ def default_baseline_device(kind: str) -> str | None:
     return "cuda" if torch.cuda.is_available() else None
 
 
-def _device_arrays(kernel, kind: str, host: list[np.ndarray]) -> list:
+def device_arrays(kernel, kind: str, host: list[np.ndarray]) -> list:
     """`host` (inputs and the output) as buffers on the kernel's device, made once, so that timing our
     kernel copies nothing; the host arrays themselves where no device array type is at hand."""
     if kind == "cuda":
@@ -111,7 +111,7 @@ def run_gpu_case(op: str, case: str, target: Target, trials: int, records: Recor
     err = _checked(kernel, tensors, ins, want, "tuned" if tuned or known else "default", op, case)
     _checked(default, tensors, ins, want, "default", op, case)
 
-    args = _device_arrays(kernel, target.kind, ins + [np.zeros(tensors[-1].shape, tensors[-1].dtype.name)])
+    args = device_arrays(kernel, target.kind, ins + [np.zeros(tensors[-1].shape, tensors[-1].dtype.name)])
     sides: dict[str, Callable[[], float]] = {
         "ours": lambda: kernel_median_seconds(kernel, args, repeat=KERNEL_REPEAT),
         "default": lambda: kernel_median_seconds(default, args, repeat=KERNEL_REPEAT)}
@@ -196,4 +196,4 @@ def run_gpu_suite(target_kind: str, ops=None, cases=None, trials: int = 200, out
     return {**merged, "target": target}
 
 
-__all__ = ["GPU_KINDS", "default_baseline_device", "gpu_target", "run_gpu_case", "run_gpu_suite"]
+__all__ = ["GPU_KINDS", "default_baseline_device", "device_arrays", "gpu_target", "run_gpu_case", "run_gpu_suite"]
