@@ -163,6 +163,15 @@ def test_opencl_driver_end_to_end_untuned(tmp_path):
     md = (tmp_path / "flextensor_opencl.md").read_text()
     assert "the host CPU (NOT a GPU baseline)" in md and "untuned defaults only" in md
 
+    # a second slice through the command line merges into the same table (no PyTorch GPU beside OpenCL)
+    from tilewright.cli import main
+
+    assert main(["bench", "flextensor", "--target", "opencl", "--ops", "GEMM", "--cases", "gemm_32", "--trials", "0",
+                 "--records", str(tmp_path / "r.db"), "--out", str(tmp_path)]) == 0
+    doc = json.loads((tmp_path / "flextensor_opencl.json").read_text())
+    assert [(c["op"], c["case"]) for c in doc["cases"]] == [("GEMV", "gemv_128"), ("GEMM", "gemm_32")]
+    assert doc["cases"][1]["torch_s"] is None and doc["baseline_device"] is None
+
 
 def _gpu_space_landed() -> bool:
     import tilewright as tw

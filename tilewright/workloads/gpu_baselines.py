@@ -84,8 +84,8 @@ def torch_gpu_variants(op: str, case: str, arrays: list[np.ndarray], device: str
             "C3D": F.conv3d, "T1D": F.conv_transpose1d, "T2D": F.conv_transpose2d, "T3D": F.conv_transpose3d}
     if op in conv:
         fn, kw = conv[op], _conv_kwargs(op, c)
-        # depthwise: PyTorch dispatches to its native depthwise kernel or cuDNN by shape; the name says the op
-        name = "native-depthwise" if op == "DEP" and library == "cudnn" else library
+        # depthwise: PyTorch picks the kernel (its native depthwise kernel for fp32 NCHW), not always cuDNN
+        name = "depthwise" if op == "DEP" and library == "cudnn" else library
         return {f"{name}:{layout}": launch(lambda x=x, w=w: fn(x, w, **kw))
                 for layout, (x, w) in _layouts(torch, op, t[0], t[1]).items()}
     blas = "cublas" if library == "cudnn" else "torch"
