@@ -137,6 +137,16 @@ def test_cli_gpu_target_only_for_the_flextensor_suite(tmp_path, capsys):
 
     assert main(["bench", "resnet50", "--target", "cuda", "--out", str(tmp_path)]) == 2
     assert "runs on the CPU only" in capsys.readouterr().err
+    if _opencl_available():
+        assert main(["bench", "flextensor", "--target", "opencl", "--ops", "GEMM", "--cases", "gemv_128",
+                     "--out", str(tmp_path)]) == 2
+        assert "no case gemv_128 in GEMM; their cases are gemm_1024" in capsys.readouterr().err
+
+
+def _opencl_available() -> bool:
+    from tilewright.build.opencl import opencl_available
+
+    return opencl_available() is None
 
 
 def _opencl_or_skip():

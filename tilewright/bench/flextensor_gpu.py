@@ -163,6 +163,11 @@ def run_gpu_suite(target_kind: str, ops=None, cases=None, trials: int = 200, out
     for op in ops:
         if op not in data:
             raise TilewrightError(f"unknown suite operator {op!r}; the suite has {', '.join(data)}")
+    known = {c["name"] for op in ops for c in data[op]["cases"]}
+    missing = sorted(set(cases or ()) - known)
+    if missing:
+        raise TilewrightError(f"no case {', '.join(missing)} in {', '.join(ops)}; their cases are "
+                              f"{', '.join(sorted(known))}")
     if baseline_device == "auto":
         baseline_device = default_baseline_device(target_kind)
     name = name or f"flextensor_{target_kind}"
