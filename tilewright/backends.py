@@ -123,13 +123,20 @@ def _load_cuda(func, module, artefact, target: Target):
         return UnrunnableKernel(module, artefact.path, str(exc))
 
 
+def _gpu_space_fields() -> dict:
+    from .space.gpu import apply_gpu, gpu_space
+    from .space.gpu_model import default_point, heuristic_points
+
+    return dict(space=gpu_space, apply=apply_gpu, default_point=default_point, heuristic_points=heuristic_points)
+
+
 def _cuda() -> Backend:
     from .build.device_artefact import compile_cuda_artefact
     from .codegen.cuda import generate_cuda
     from .space.gpu_default import naive_gpu_schedule
 
     return Backend(
-        kind="cuda", space=None, apply=None, default_point=None, heuristic_points=None,
+        kind="cuda", **_gpu_space_fields(),
         lower=_gpu_lower, render=lambda func, target: generate_cuda(func),
         compile=lambda module, target, timeout=300.0: compile_cuda_artefact(module, target, timeout),
         load=_load_cuda,
@@ -145,7 +152,7 @@ def _opencl() -> Backend:
     from .space.gpu_default import naive_gpu_schedule
 
     return Backend(
-        kind="opencl", space=None, apply=None, default_point=None, heuristic_points=None,
+        kind="opencl", **_gpu_space_fields(),
         lower=_gpu_lower, render=lambda func, target: generate_opencl(func),
         compile=lambda module, target, timeout=300.0: compile_opencl_artefact(module, target, default_context()[0]),
         load=lambda func, module, artefact, target: OpenCLKernel(module),

@@ -272,14 +272,16 @@ class _Checker:
                 continue  # this case cannot happen
             if any((fb := _bounds(f, r, lin_facts)) is not None and fb[1] < 0 for f in lin_facts):
                 continue  # a guard that never holds here: the access never runs
-            b = _index_bounds(_linear(e, r), lin_facts, r)
-            raw = _index_bounds(_linear(e, r, False), lin_facts, r)  # simplify may split a quotient apart
-            if b is None or raw is None:
-                b = b or raw
-            else:
-                b = (max(b[0], raw[0]), min(b[1], raw[1]))
-            if b is None:
+            # Every pairing of the index and the guards, simplified under the loop ranges or the ranges the
+            # guards tighten, or not at all, gives sound bounds; their intersection is the tightest. (Simplify
+            # may split a quotient apart, or, under tightened ranges, drop a `% c` the guards still spell.)
+            index_forms = (_linear(e, r), _linear(e, r, False))
+            fact_forms = (lin_facts, [_linear(f, r) for f in fs], [_linear(f, r, False) for f in fs])
+            found = [x for lin in index_forms for facts_ in fact_forms
+                     if (x := _index_bounds(lin, facts_, r)) is not None]
+            if not found:
                 return None
+            b = (max(x[0] for x in found), min(x[1] for x in found))
             if b[0] > b[1]:
                 continue  # the guards contradict each other
             lo, hi = (b[0], b[1]) if lo is None else (min(lo, b[0]), max(hi, b[1]))

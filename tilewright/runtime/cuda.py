@@ -98,12 +98,20 @@ class CudaKernel:
             self._scratch = [self._alloc(b.size * device_dtype(b.dtype).itemsize) for b in self.module.intermediates]
         return [int(p) for p in self._scratch]
 
-    def _launch(self, ptrs: list[int]) -> None:
-        cu = self._cu
+    def _packed(self, ptrs: list[int]) -> list:
+        """Each kernel's launch parameters, packed once: (function, launch, parameter addresses, the arrays
+        holding the values, kept alive with them). Timing re-launches these, so a short kernel's time is not
+        the Python cost of packing its parameters."""
         by_role = {"arg": ptrs, "intermediate": self._intermediates()}
+        out = []
         for f, k in zip(self.functions, self.module.kernels):
             values = [np.array([by_role[p.role][p.index]], dtype=np.uint64) for p in k.params]
-            addresses = np.array([v.ctypes.data for v in values], dtype=np.uint64)
+            out.append((f, k, np.array([v.ctypes.data for v in values], dtype=np.uint64), values))
+        return out
+
+    def _launch(self, ptrs: list[int], packed: list | None = None) -> None:
+        cu = self._cu
+        for f, k, addresses, _ in packed or self._packed(ptrs):
             _check(cu, cu.cuLaunchKernel(f, *k.grid, *k.block, k.dynamic_shared_bytes, cu.CUstream(0),
                                          addresses.ctypes.data, 0), f"launch of {k.name}")
 
@@ -130,12 +138,13 @@ class CudaKernel:
         start = _check(cu, cu.cuEventCreate(0), "cuEventCreate")
         end = _check(cu, cu.cuEventCreate(0), "cuEventCreate")
         try:
-            self._launch(ptrs)  # warm-up
+            packed = self._packed(ptrs)
+            self._launch(ptrs, packed)  # warm-up
             samples = []
             for _ in range(repeat):
                 _check(cu, cu.cuEventRecord(start, cu.CUstream(0)), "cuEventRecord")
                 for _ in range(number):
-                    self._launch(ptrs)
+                    self._launch(ptrs, packed)
                 _check(cu, cu.cuEventRecord(end, cu.CUstream(0)), "cuEventRecord")
                 _check(cu, cu.cuEventSynchronize(end), f"kernel {self.module.func_name}")
                 ms = _check(cu, cu.cuEventElapsedTime(start, end), "cuEventElapsedTime")

@@ -23,7 +23,11 @@ from __future__ import annotations
 
 import itertools
 
+from .knobs import option, split_key, split_of
 from .space import Point
+
+__all__ = ["PACK", "PLACE", "REDUCE_INNER", "fused_count", "option", "pack_choice", "pack_key", "place_choice",
+           "place_key", "reduce_orders", "split_key", "split_of", "tile_factor"]
 
 # pack.<input>: no copy; once per outer block (at the innermost outer loop indexing the input);
 # per middle tile (per reduction block when blocked); once per call, in its own parallel stage
@@ -42,29 +46,12 @@ def reduce_orders(n: int) -> tuple:
     return tuple(tuple((k + s) % n for k in range(n)) for s in range(n))
 
 
-def split_key(loop) -> str:
-    return f"split.{loop.name}"
-
-
 def pack_key(tensor) -> str:
     return f"pack.{tensor.name}"
 
 
 def place_key(node) -> str:
     return f"place.{node.name}"
-
-
-def option(point: Point, name: str, default):
-    """The value of knob `name`, or `default` where the space has no such knob."""
-    try:
-        return point[name]
-    except KeyError:
-        return default
-
-
-def split_of(point: Point, loop):
-    """The factors of `loop`'s split, or None where it has no split knob (extent 1)."""
-    return option(point, split_key(loop), None)
 
 
 def tile_factor(point: Point, loop) -> int:

@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 
 from ..analysis.axis_merge import MergedProgram, merge_contiguous_axes
 from ..analysis.graph import MiniGraph, Node, analyze, is_placeholder
-from ..ir.expr import Const, Load
 from ..targets import Target
 from ..te.program import as_tensor_list
+from .anchor import anchor_chain, elementwise_producers, loads_of
 from .cpu_knobs import option
 from .space import Point
 
@@ -39,30 +39,7 @@ class CpuPlan:
     memo: dict = field(default_factory=dict, repr=False)  # the default model's per-program answers
 
 
-def _elementwise_reader(node: Node, consumer: Node) -> bool:
-    """`consumer` reads `node` at exactly its own indices (a pointwise epilogue)."""
-    if [lp.extent for lp in consumer.spatial] != [lp.extent for lp in node.spatial] or consumer.reduce:
-        return False
-    axes = consumer.tensor.op.axis
-    for n in loads_of(consumer, node.tensor):
-        if len(n.indices) != len(axes) or not all(_same_index(i, a) for i, a in zip(n.indices, axes)):
-            return False
-    return True
-
-
-def _same_index(index, axis) -> bool:
-    """`index` is `axis`, or the constant 0 on an extent-1 axis (how broadcasting reads a size-1 dim)."""
-    return index is axis or (axis.extent == 1 and isinstance(index, Const) and index.value == 0)
-
-
-def loads_of(consumer: Node, tensor) -> list[Load]:
-    """The loads of `tensor` in `consumer`'s body."""
-    from ..ir.traverse import walk
-
-    return [n for n in walk(consumer.tensor.op.body) if isinstance(n, Load) and n.tensor is tensor]
-
-
-def main_loads(plan: CpuPlan, tensor) -> list[Load]:
+def main_loads(plan: CpuPlan, tensor) -> list:
     """The loads of `tensor` in the main node's body (remembered per plan)."""
     key = ("loads", id(tensor))
     if key not in plan.memo:
@@ -77,16 +54,8 @@ def make_plan(outputs, target: Target) -> CpuPlan:
         outputs = merged.outputs
     g = analyze(outputs)
     main = g.main
-    anchor, inlined = main, []
-    while not anchor.is_output and len(anchor.consumers) == 1:
-        nxt = g.node(anchor.consumers[0])
-        if not nxt.injective or not _elementwise_reader(anchor, nxt):
-            break
-        if anchor is not main:
-            inlined.append(anchor)
-        anchor = nxt
-    producers = tuple(g.node(t) for t in main.inputs
-                      if not is_placeholder(t) and g.node(t).injective and len(g.node(t).consumers) == 1)
+    anchor, inlined = anchor_chain(g)
+    producers = elementwise_producers(g)
     packable = tuple(t for t in main.inputs if is_placeholder(t))
     dtype = main.tensor.dtype
     lanes = target.vector_lanes(dtype.bytes) if dtype.name in _VECTOR_DTYPES else 1

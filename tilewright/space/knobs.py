@@ -141,3 +141,21 @@ class OrdinalKnob:
 
     def features(self, value: int) -> list[float]:
         return [value / max(1, len(self.options) - 1)]
+
+
+def option(point, name: str, default):
+    """The value of knob `name` in `point`, or `default` where the space has no such knob."""
+    try:
+        return point[name]
+    except KeyError:
+        return default
+
+
+def split_key(loop) -> str:
+    """The name of the split knob of an analysed loop."""
+    return f"split.{loop.name}"
+
+
+def split_of(point, loop):
+    """The factors of `loop`'s split in `point`, or None where it has no split knob (extent 1)."""
+    return option(point, split_key(loop), None)

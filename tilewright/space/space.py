@@ -42,9 +42,13 @@ Direction = tuple[str, object, int]  # (knob name, direction within the knob, si
 
 
 class Space:
-    def __init__(self, knobs: list, constraint: Callable[[Point], bool] | None = None):
+    def __init__(self, knobs: list, constraint: Callable[[Point], bool] | None = None,
+                 sampler: Callable[[random.Random], Point | None] | None = None):
+        """`sampler`: draws a point shaped by the target (a GPU's warp-multiple thread counts), for
+        spaces whose constraints reject most uniform draws; None where it fails."""
         self.knobs: dict[str, SplitKnob | OrdinalKnob] = {k.name: k for k in knobs}
         self.constraint = constraint or (lambda p: True)
+        self.sampler = sampler
 
     def __len__(self) -> int:
         return len(self.knobs)
@@ -61,6 +65,10 @@ class Space:
         return point
 
     def sample(self, rng: random.Random, tries: int = 1000) -> Point:
+        for _ in range(tries if self.sampler else 0):
+            p = self.sampler(rng)
+            if p is not None and self.constraint(p):
+                return p
         for _ in range(tries):
             p = Point(tuple((name, k.sample(rng)) for name, k in self.knobs.items()))
             if self.constraint(p):

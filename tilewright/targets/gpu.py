@@ -31,6 +31,13 @@ class GpuFacts:
     mem_clock_khz: int
     driver_version: str
     compiler_version: str
+    max_threads_per_sm: int = 0  # resident threads per SM (2048 on sm_80/sm_90); 0: unknown (OpenCL)
+    memory_bus_bits: int = 0  # DRAM bus width; with mem_clock_khz the DRAM bandwidth; 0: unknown
+
+    @property
+    def dram_bytes_per_s(self) -> float:
+        """Peak DRAM bandwidth (double data rate x bus width), 0 where unknown."""
+        return 2.0 * self.mem_clock_khz * 1e3 * self.memory_bus_bits / 8
 
     @property
     def fingerprint(self) -> str:
@@ -47,10 +54,10 @@ _MIB = 1024 * 1024
 _PRESETS = {
     "sm_80": dict(name="NVIDIA A100 (preset)", compute_capability=(8, 0), sm_count=108,
                   shared_mem_per_block_optin=163 * _KIB, l2_bytes=40 * _MIB, clock_khz=1410000,
-                  mem_clock_khz=1215000),
+                  mem_clock_khz=1215000, max_threads_per_sm=2048, memory_bus_bits=5120),
     "sm_90": dict(name="NVIDIA H100 SXM (preset)", compute_capability=(9, 0), sm_count=132,
                   shared_mem_per_block_optin=227 * _KIB, l2_bytes=50 * _MIB, clock_khz=1980000,
-                  mem_clock_khz=2619000),
+                  mem_clock_khz=2619000, max_threads_per_sm=2048, memory_bus_bits=5120),
 }
 
 
@@ -112,6 +119,8 @@ def _query_cuda(cu, device: int) -> GpuFacts | None:
         l2_bytes=attr("CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE"), clock_khz=attr("CU_DEVICE_ATTRIBUTE_CLOCK_RATE"),
         mem_clock_khz=attr("CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE"),
         driver_version=f"{driver // 1000}.{driver % 1000 // 10}", compiler_version=cuda_compiler() or "none",
+        max_threads_per_sm=attr("CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR"),
+        memory_bus_bits=attr("CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH"),
     )
 
 

@@ -1,0 +1,39 @@
+"""The GPU space's knobs: names, options and what each option means, in one
+place; the space (`gpu.py`), its implementation and the default model
+(`gpu_model.py`) read point values through these.
+
+Knobs, by name:
+- `split.<loop>`: a spatial loop of the main node in four parts (block,
+  virtual thread, thread, inner), a reduce loop in three (outer, middle,
+  inner);
+- `reduce_order`: a permutation of the reduce loops, applied at each level;
+- `shared.<input>`: the input staged in shared memory per iteration of the
+  outer reduce loops, of the middle ones, or not at all (`SHARED`);
+- `fetch_vector`: the width of the cooperative fetch's global loads;
+- `unroll`: nothing, the register tile, or the register tile and the inner
+  reduce loops unrolled (`UNROLL`)."""
+
+from __future__ import annotations
+
+from .knobs import option, split_key, split_of
+
+SHARED = ("none", "outer", "middle")
+UNROLL = ("none", "tile", "all")
+FETCH_VECTOR = (1, 2, 4)
+SPATIAL_PARTS, REDUCE_PARTS = 4, 3
+
+
+def shared_key(tensor) -> str:
+    return f"shared.{tensor.name}"
+
+
+def unroll_choice(point) -> str:
+    return UNROLL[option(point, "unroll", 0)]
+
+
+def fetch_vector(point) -> int:
+    return FETCH_VECTOR[option(point, "fetch_vector", 0)]
+
+
+__all__ = ["FETCH_VECTOR", "REDUCE_PARTS", "SHARED", "SPATIAL_PARTS", "UNROLL", "fetch_vector", "option",
+           "shared_key", "split_key", "split_of", "unroll_choice"]

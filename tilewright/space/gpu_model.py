@@ -1,0 +1,201 @@
+"""The GPU default model: an estimate of a point's time from the device's
+facts, used to pick the untuned default (its best point) and the first points
+the tuner measures (its next ones), as the CPU's model does.
+
+The estimate is the larger of compute time and memory time, plus the cost of
+the fetch steps' barriers:
+- compute: the useful work (round-up waste included) at the device's FP32
+  rate, scaled down by the tail of the last wave of blocks, by latency hiding
+  (resident warps x independent accumulators per thread, from occupancy:
+  threads, registers and shared memory per SM), and by operand bandwidth
+  (loads per FMA from shared memory or, worse, global memory per inner
+  reduce step, against the 1 load per 4 FMA lanes an SM sustains);
+- memory: global traffic through L2 (every block's staged regions, rounded
+  to 32-byte sectors by their contiguous runs; unstaged operands by the
+  stride between neighbouring threads), the compulsory bytes from DRAM, and
+  the output stores, by their coalescing;
+- sync: each fetch step costs two barriers and a load latency per wave,
+  hidden by the other resident blocks of an SM.
+Absolute values are rough; the ranking is what matters, and the tuner
+measures the next-ranked points first."""
+
+from __future__ import annotations
+
+import math
+import random
+
+from .anchor import loads_of
+from .cpu_access import coefficient
+from .gpu import estimated_registers, structured_sample, warp_fill
+from .gpu_knobs import option, shared_key
+from .gpu_plan import (
+    INNER,
+    THREAD,
+    GpuPlan,
+    blocks,
+    fetch_region,
+    outputs_per_thread,
+    reduce_steps,
+    shared_bytes,
+    shared_level,
+    spatial_parts,
+    thread_fragment,
+    threads,
+)
+from .space import Point, Space
+
+SECTOR = 32  # bytes per DRAM/L2 transaction
+LOADS_PER_FMA = 0.25  # an SM's shared-memory loads per FP32 FMA lane and cycle (32 banks, 128 lanes)
+GLOBAL_LOAD_COST = 4.0  # an unstaged operand load weighs this many shared loads (L1 bandwidth, latency)
+HIDE_WARPS_ILP = 64  # resident warps x independent accumulators that hide FMA and load latency on an SM
+FETCH_CYCLES = 800  # one fetch step: global load latency + two barriers
+LAUNCH_S = 3e-6
+L2_OVER_DRAM = 2.5  # L2 bandwidth relative to DRAM's
+SAMPLES, CLIMBERS, CLIMB_STEPS = 1500, 4, 25
+
+
+def _fp32_lanes_per_sm(plan: GpuPlan) -> int:
+    return 128 if plan.facts.api == "cuda" else 8  # NVIDIA sm_70+; an OpenCL CPU core's AVX2 lanes
+
+
+def _dram(plan: GpuPlan) -> float:
+    return plan.facts.dram_bytes_per_s or 1e11
+
+
+def estimate(plan: GpuPlan, point: Point) -> float:
+    """Seconds, roughly, that `point` takes on the plan's device."""
+    key = ("estimate", point)
+    if key not in plan.memo:
+        plan.memo[key] = _estimate(plan, point)
+    return plan.memo[key]
+
+
+def _estimate(plan: GpuPlan, point: Point) -> float:
+    g = plan.facts
+    clock = max(g.clock_khz, 1) * 1e3
+    sms = max(g.sm_count, 1)
+    parts = spatial_parts(plan, point)
+    n_threads, n_blocks, acc = threads(plan, point), blocks(plan, point), outputs_per_thread(plan, point)
+    useful = max(plan.main.flops, 1)
+    waste = math.prod(math.prod(p) for p in parts) / max(1, math.prod(lp.extent for lp in plan.main.spatial))
+
+    # occupancy: blocks resident per SM
+    per_sm = min(32, max(1, (g.max_threads_per_sm or 2048) // n_threads))
+    if g.regs_per_sm:
+        per_sm = min(per_sm, max(1, g.regs_per_sm // (estimated_registers(plan, point) * n_threads)))
+    smem = shared_bytes(plan, point)
+    if smem:
+        per_sm = min(per_sm, max(1, g.shared_mem_per_block_optin // smem))
+    resident = min(per_sm, math.ceil(n_blocks / sms))  # blocks an SM holds at once
+    waves = math.ceil(n_blocks / (sms * resident))
+    tail = n_blocks / (waves * sms * resident)  # SMs busy over the waves (occupancy is in `hide`)
+    warps = resident * math.ceil(n_threads / max(1, g.warp_size))
+    hide = min(1.0, warps * min(acc, 8) / HIDE_WARPS_ILP)
+
+    loads = 0.0
+    for t in plan.reads:
+        frag = thread_fragment(plan, point, t)
+        loads += frag if shared_level(point, t) != "none" else frag * GLOBAL_LOAD_COST
+    operand = max(1.0, loads / acc / LOADS_PER_FMA) if plan.main.reduce else 1.0
+    peak = sms * _fp32_lanes_per_sm(plan) * 2 * clock
+    t_compute = useful * waste / (peak * tail * hide * warp_fill(plan, n_threads)) * operand
+
+    traffic = _traffic(plan, point, n_blocks, n_threads)
+    compulsory = sum(math.prod(int(d) for d in t.shape) * t.dtype.bytes for t in plan.reads)
+    t_memory = traffic / (_dram(plan) * L2_OVER_DRAM) + compulsory / _dram(plan)
+
+    steps = max((reduce_steps(plan, point, shared_level(point, t)) for t in plan.reads
+                 if shared_level(point, t) != "none"), default=0)
+    t_sync = waves * steps * FETCH_CYCLES / clock / resident
+    return max(t_compute, t_memory) + t_sync + LAUNCH_S
+
+
+def _traffic(plan: GpuPlan, point: Point, n_blocks: int, n_threads: int) -> float:
+    """Bytes the blocks move through L2: staged regions per fetch step (sector-rounded by their
+    contiguous runs), unstaged operands per thread access (by the stride between neighbouring
+    threads), and the output's stores."""
+    total = 0.0
+    for t in plan.reads:
+        level = shared_level(point, t)
+        if level != "none":
+            region = fetch_region(plan, point, t, level)
+            run = region[-1] * t.dtype.bytes
+            total += n_blocks * reduce_steps(plan, point, level) * math.prod(region) * t.dtype.bytes \
+                * (math.ceil(run / SECTOR) * SECTOR / run)
+        else:
+            accesses = plan.main.flops / max(1, plan.main.flops_per_point)  # one load per iteration of the nest
+            total += accesses * t.dtype.bytes * _spread(plan, point, t)
+    out = plan.anchor.tensor
+    total += math.prod(int(d) for d in out.shape) * out.dtype.bytes * _spread(plan, point, out, own=True)
+    return total
+
+
+def _spread(plan: GpuPlan, point: Point, tensor, own: bool = False) -> float:
+    """Sector over-fetch of a warp's access to `tensor` (1: neighbouring threads read
+    neighbouring elements or the same one; up to 32 / element bytes)."""
+    parts = spatial_parts(plan, point)
+    fast = next((n for n in range(len(parts) - 1, -1, -1) if parts[n][THREAD] > 1), None)
+    if fast is None:
+        return 1.0
+    if own:
+        stride = math.prod(int(d) for d in tensor.shape[fast + 1:])
+    else:
+        var = plan.main.tensor.op.axis[fast]
+        loads = plan.memo.setdefault(("loads", id(tensor)), loads_of(plan.main, tensor))
+        strides = [math.prod(int(d) for d in tensor.shape[k + 1:]) for k in range(len(tensor.shape))]
+        stride = 0
+        for load in loads:
+            c = [coefficient(i, var) for i in load.indices]
+            if None in c:
+                return SECTOR / tensor.dtype.bytes
+            stride = max(stride, abs(sum(ci * s for ci, s in zip(c, strides))))
+    step = stride * parts[fast][INNER] * tensor.dtype.bytes
+    return max(1.0, min(SECTOR, step) / tensor.dtype.bytes) if step else 1.0
+
+
+def ranked_points(space: Space, plan: GpuPlan) -> list[Point]:
+    """Valid points, best estimate first: structured samples, then the best few improved by
+    steepest descent over the space's neighbourhoods (deterministic)."""
+    if "ranked" in plan.memo:
+        return plan.memo["ranked"]
+    rng = random.Random(0)
+    seen: dict[Point, float] = {}
+    for _ in range(SAMPLES):
+        p = structured_sample(space, plan, rng)
+        if p is not None and p not in seen and space.constraint(p):
+            seen[p] = estimate(plan, p)
+    if not seen:  # nothing shaped like a GPU schedule fits: whatever the space's sampler finds
+        p = space.sample(rng)
+        seen[p] = estimate(plan, p)
+    for start in sorted(seen, key=seen.get)[:CLIMBERS]:
+        p = start
+        for _ in range(CLIMB_STEPS):
+            near = space.neighbours(p)
+            for q in near:
+                seen.setdefault(q, estimate(plan, q))
+            best = min(near, key=seen.get, default=p)
+            if seen[best] >= seen[p]:
+                break
+            p = best
+    plan.memo["ranked"] = sorted(seen, key=lambda q: (seen[q], q.to_json()))
+    return plan.memo["ranked"]
+
+
+def default_point(space: Space, plan: GpuPlan) -> Point:
+    return ranked_points(space, plan)[0]
+
+
+def heuristic_points(space: Space, plan: GpuPlan, k: int = 4) -> list[Point]:
+    """The default and the model's next best points, to be measured first."""
+    return ranked_points(space, plan)[:k]
+
+
+def describe(plan: GpuPlan, point: Point) -> str:
+    """One line of what the model sees in `point` (for logs and tests)."""
+    staged = [t.name for t in plan.reads if option(point, shared_key(t), 0)]
+    return (f"{blocks(plan, point)} blocks x {threads(plan, point)} threads, {outputs_per_thread(plan, point)} "
+            f"outputs/thread, {shared_bytes(plan, point)} B shared ({', '.join(staged) or 'none'}), "
+            f"estimate {estimate(plan, point) * 1e6:.1f} us")
+
+
+__all__ = ["default_point", "describe", "estimate", "heuristic_points", "ranked_points"]
