@@ -50,6 +50,7 @@ GLOBAL_LOAD_COST = 4.0  # an unstaged operand load weighs this many shared loads
 HIDE_WARPS_ILP = 64  # resident warps x independent accumulators that hide FMA and load latency on an SM
 FETCH_CYCLES = 800  # one fetch step: global load latency + two barriers
 LAUNCH_S = 3e-6
+FETCH_WEIGHT = 2.0  # issue slots of one element of a cooperative fetch (global load, shared store, index math) per FMA
 L2_OVER_DRAM = 2.5  # L2 bandwidth relative to DRAM's
 SAMPLES, CLIMBERS, CLIMB_STEPS = 1500, 4, 25
 
@@ -97,6 +98,7 @@ def _estimate(plan: GpuPlan, point: Point) -> float:
         frag = thread_fragment(plan, point, t)
         loads += frag if shared_level(point, t) != "none" else frag * GLOBAL_LOAD_COST
     operand = max(1.0, loads / acc / LOADS_PER_FMA) if plan.main.reduce else 1.0
+    operand *= 1.0 + FETCH_WEIGHT * _fetch_per_fma(plan, point, n_threads, acc)
     peak = sms * _fp32_lanes_per_sm(plan) * 2 * clock
     t_compute = useful * waste / (peak * tail * hide * warp_fill(plan, n_threads)) * operand
 
@@ -108,6 +110,20 @@ def _estimate(plan: GpuPlan, point: Point) -> float:
                  if shared_level(point, t) != "none"), default=0)
     t_sync = waves * steps * FETCH_CYCLES / clock / resident
     return max(t_compute, t_memory) + t_sync + LAUNCH_S
+
+
+def _fetch_per_fma(plan: GpuPlan, point: Point, n_threads: int, acc: int) -> float:
+    """Elements each thread copies into shared memory per FMA it does: a small block (few threads, so
+    few outputs) copies nearly as large a region as a big one, over fewer threads."""
+    total = 0.0
+    for t in plan.reads:
+        level = shared_level(point, t)
+        if level != "none":
+            total += math.prod(fetch_region(plan, point, t, level)) * reduce_steps(plan, point, level)
+    if not total:
+        return 0.0
+    fmas = acc * math.prod(lp.extent for lp in plan.main.reduce)  # per thread over the whole reduction
+    return total / n_threads / fmas
 
 
 def _traffic(plan: GpuPlan, point: Point, n_blocks: int, n_threads: int) -> float:
