@@ -140,6 +140,46 @@ def test_a_rounded_axis_never_feeds_a_staged_fetch():
     assert space.valid(staged.replace("shared.conv2d_pad", 0)) or not fits(plan, staged.replace("shared.conv2d_pad", 0))
 
 
+def test_a_gemv_shares_each_reduction_across_threads(defaults):
+    """4096 outputs cannot fill an H100 one thread each: the default splits each row's reduction over
+    several threads, neighbouring threads reading neighbouring elements of the row."""
+    for tname in ("sm_90", "sm_80"):
+        t, tensors, space, plan, p = defaults[f"{tname}/gemv_1024"]
+        assert p["cross"] > 0, (tname, str(p))
+        assert "reductions over" in describe(plan, p)
+
+
+@needs_opencl
+@pytest.mark.parametrize("cross", [1, 3])
+def test_shared_reductions_run_correctly_on_opencl(cross):
+    """Rows of threads, each row reducing one output over `cross`-option threads with a tree; the
+    reduction's length (97) not a multiple of the threads; a bilinear form's two reduce loops."""
+    a = tw.placeholder((20, 97), "float32", name="a")
+    v = tw.placeholder((97,), "float32", name="v")
+    k = tw.reduce_axis(97, name="k")
+    gemv = [a, v, tw.compute((20,), lambda i: tw.sum(a[i, k] * v[k], axis=k), name="y")]
+    x1 = tw.placeholder((3, 12), "float32", name="x1")
+    x2 = tw.placeholder((3, 10), "float32", name="x2")
+    w = tw.placeholder((5, 12, 10), "float32", name="w")
+    k1, k2 = tw.reduce_axis(12, name="k1"), tw.reduce_axis(10, name="k2")
+    bil = [x1, x2, w, tw.compute((3, 5), lambda b, m: tw.sum(x1[b, k1] * w[m, k1, k2] * x2[b, k2], axis=[k1, k2]),
+                                 name="bil")]
+    t = tw.Target("opencl")
+    backend = backend_for(t)
+    for tensors in (gemv, bil):
+        space, plan = backend.space(tensors[-1:], t)
+        p = backend.default_point(space, plan).replace("cross", min(cross, len(space.knobs["cross"].options) - 1))
+        first = next(k for k in space.knobs.values() if getattr(k, "parts", 0) == 4)
+        p = p.replace(first.name, (1, 1, first.extent, 1))  # every row of the first loop in one block
+        assert space.valid(p), str(p)
+        kernel = backend.build(backend.apply(tensors[-1:], plan, p), tensors, t)
+        ins = [np.random.default_rng(0).standard_normal(x.shape).astype("float32") for x in tensors[:-1]]
+        out = np.full(tensors[-1].shape, np.nan, "float32")
+        kernel(*ins, out)
+        want = tw.evaluate(tensors[-1], dict(zip(tensors[:-1], ins)))
+        np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4, err_msg=str(p))
+
+
 @needs_nvcc
 def test_cuda_defaults_compile_with_nvcc(defaults):
     for key in ("sm_90/gemm_1024", "sm_90/yolo_c8", "sm_80/depthwise"):

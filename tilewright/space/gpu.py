@@ -28,11 +28,13 @@ from ..targets import Target
 from .anchor import loads_of
 from .cpu_knobs import reduce_orders
 from .gpu_knobs import (
+    CROSS,
     FETCH_VECTOR,
     REDUCE_PARTS,
     SHARED,
     SPATIAL_PARTS,
     UNROLL,
+    cross_threads,
     fetch_vector,
     option,
     shared_key,
@@ -85,6 +87,8 @@ def gpu_space(outputs, target: Target) -> tuple[Space, GpuPlan]:
             knobs.append(OrdinalKnob(shared_key(t), SHARED))
         knobs.append(OrdinalKnob("fetch_vector", FETCH_VECTOR))
     knobs.append(OrdinalKnob("unroll", UNROLL))
+    if main.reduce and plan.anchor is main:
+        knobs.append(OrdinalKnob("cross", tuple(c for c in CROSS if c <= max(1, main.reduce[-1].extent))))
     space = Space(knobs, lambda p: fits(plan, p))
     space.sampler = lambda rng: structured_sample(space, plan, rng)
     return space, plan
@@ -136,7 +140,17 @@ def structured_sample(space: Space, plan: GpuPlan, rng) -> Point | None:
             values.append((name, SHARED.index("outer") if rng.random() < 0.7 else rng.randrange(len(SHARED))))
         else:
             values.append((name, k.sample(rng)))
-    return Point(tuple(values))
+    point = Point(tuple(values))
+    cross = space.knobs.get("cross")
+    if cross is not None and len(cross.options) > 1 and rng.random() < 0.3:  # reductions shared by threads
+        pick = rng.randrange(1, len(cross.options))
+        point = point.replace("cross", pick)
+        room = max(1, gpu.max_threads_per_block // cross.options[pick])
+        for name in order:
+            r = rng.choice(_divisors(rest[name], room))
+            room //= r
+            point = point.replace(name, (rest[name] // r, 1, r, 1))
+    return point
 
 
 def warp_fill(plan: GpuPlan, n_threads: int) -> float:
@@ -171,7 +185,7 @@ def fits(plan: GpuPlan, point) -> bool:
         if shared_bytes(plan, point) > gpu.shared_mem_per_block or _guarded_fetch(plan, point):
             return False
         width = fetch_vector(point)
-        if width > 1 and not _vector_fetch_ok(plan, point, width):
+        if width > 1 and cross_threads(point) == 1 and not _vector_fetch_ok(plan, point, width):
             return False
     return True
 
@@ -218,6 +232,8 @@ def apply_gpu(outputs, plan: GpuPlan, point: Point) -> Schedule:
         from .gpu_default import naive_gpu_schedule
 
         return naive_gpu_schedule(list(plan.outputs), plan.target)
+    if cross_threads(point) > 1:
+        return _apply_cross(plan, point)
     s = create_schedule(list(plan.outputs))
     reduce = bool(main.reduce)
     if plan.anchor is main:
@@ -296,6 +312,32 @@ def _schedule_main(s, plan: GpuPlan, point, M, A, thread, tx, unroll: str) -> No
         staged.bind(mine, tx)
         if width > 1:
             staged.vectorize(lanes)
+
+
+def _apply_cross(plan: GpuPlan, point: Point) -> Schedule:
+    """Reductions shared across threads: blocks of rows (threadIdx.y) of `cross` threads (threadIdx.x)
+    that each sum a strided share of the innermost reduce loop, combined by a tree in shared memory."""
+    main = plan.main
+    s = create_schedule(list(plan.outputs))
+    M = s[main.tensor]
+    blocks, rows = [], []
+    for lp, axis, parts in zip(main.spatial, M.op.axis, spatial_parts(plan, point)):
+        if split_of(point, lp) is None:
+            blocks.append(axis)
+            continue
+        block, row = M.split(axis, factor=parts[VTHREAD] * parts[THREAD] * parts[INNER])
+        blocks.append(block)
+        rows.append(row)
+    *serial, last = M.op.reduce_axis
+    outer, lane = M.split(last, factor=cross_threads(point))
+    M.reorder(*blocks, *rows, *serial, outer, lane)
+    M.bind(M.fuse(*blocks) if len(blocks) > 1 else blocks[0], thread_axis("blockIdx.x"))
+    M.bind(M.fuse(*rows) if len(rows) > 1 else rows[0], thread_axis("threadIdx.y"))
+    M.bind(lane, thread_axis("threadIdx.x"))
+    for p in plan.producers:
+        s[p.tensor].compute_inline()
+    _naive_others(s, plan)
+    return s
 
 
 def _naive_others(s: Schedule, plan: GpuPlan) -> None:

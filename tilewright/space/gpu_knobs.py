@@ -11,7 +11,14 @@ Knobs, by name:
   outer reduce loops, of the middle ones, or not at all (`SHARED`);
 - `fetch_vector`: the width of the cooperative fetch's global loads;
 - `unroll`: nothing, the register tile, or the register tile and the inner
-  reduce loops unrolled (`UNROLL`)."""
+  reduce loops unrolled (`UNROLL`);
+- `cross`: threads that share each output's reduction (`CROSS`; 1: none). Above
+  1 the innermost reduce loop is spread over threadIdx.x (neighbouring threads
+  read neighbouring elements) and combined by a tree in shared memory, and
+  each spatial loop's vthread x thread x inner parts are the block's rows of
+  threads (threadIdx.y), one output each: a GEMV's 4096 outputs then keep
+  4096 x 32 threads busy. Register tiles, staging, unrolling and the other
+  reduce splits do not apply."""
 
 from __future__ import annotations
 
@@ -20,6 +27,7 @@ from .knobs import option, split_key, split_of
 SHARED = ("none", "outer", "middle")
 UNROLL = ("none", "tile", "all")
 FETCH_VECTOR = (1, 2, 4)
+CROSS = (1, 8, 16, 32, 64, 128)
 SPATIAL_PARTS, REDUCE_PARTS = 4, 3
 
 
@@ -35,5 +43,9 @@ def fetch_vector(point) -> int:
     return FETCH_VECTOR[option(point, "fetch_vector", 0)]
 
 
-__all__ = ["FETCH_VECTOR", "REDUCE_PARTS", "SHARED", "SPATIAL_PARTS", "UNROLL", "fetch_vector", "option",
-           "shared_key", "split_key", "split_of", "unroll_choice"]
+def cross_threads(point) -> int:
+    return CROSS[option(point, "cross", 0)]
+
+
+__all__ = ["CROSS", "FETCH_VECTOR", "REDUCE_PARTS", "SHARED", "SPATIAL_PARTS", "UNROLL", "cross_threads",
+           "fetch_vector", "option", "shared_key", "split_key", "split_of", "unroll_choice"]

@@ -24,10 +24,11 @@ from __future__ import annotations
 import math
 import random
 
+from ..ir.traverse import free_vars
 from .anchor import loads_of
 from .cpu_access import coefficient
 from .gpu import estimated_registers, structured_sample, warp_fill
-from .gpu_knobs import option, shared_key
+from .gpu_knobs import cross_threads
 from .gpu_plan import (
     INNER,
     THREAD,
@@ -49,6 +50,7 @@ LOADS_PER_FMA = 0.25  # an SM's shared-memory loads per FP32 FMA lane and cycle 
 GLOBAL_LOAD_COST = 4.0  # an unstaged operand load weighs this many shared loads (L1 bandwidth, latency)
 HIDE_WARPS_ILP = 64  # resident warps x independent accumulators that hide FMA and load latency on an SM
 FETCH_CYCLES = 800  # one fetch step: global load latency + two barriers
+TREE_STEP_CYCLES = 100  # one step of a shared-memory reduction tree: a barrier and a shared load
 LAUNCH_S = 3e-6
 FETCH_WEIGHT = 2.0  # issue slots of one element of a cooperative fetch (global load, shared store, index math) per FMA
 L2_OVER_DRAM = 2.5  # L2 bandwidth relative to DRAM's
@@ -59,8 +61,11 @@ def _fp32_lanes_per_sm(plan: GpuPlan) -> int:
     return 128 if plan.facts.api == "cuda" else 8  # NVIDIA sm_70+; an OpenCL CPU core's AVX2 lanes
 
 
-def _dram(plan: GpuPlan) -> float:
-    return plan.facts.dram_bytes_per_s or 1e11
+def _dram(plan: GpuPlan, n_blocks: int) -> float:
+    """DRAM bandwidth the blocks can draw: one SM cannot pull its share of it alone; about half the SMs
+    saturate it (a 32-block GEMV on 132 SMs gets half)."""
+    busy = min(1.0, n_blocks / max(1, plan.facts.sm_count))
+    return (plan.facts.dram_bytes_per_s or 1e11) * min(1.0, 2 * busy)
 
 
 def estimate(plan: GpuPlan, point: Point) -> float:
@@ -71,16 +76,10 @@ def estimate(plan: GpuPlan, point: Point) -> float:
     return plan.memo[key]
 
 
-def _estimate(plan: GpuPlan, point: Point) -> float:
+def _occupancy(plan: GpuPlan, point: Point, n_threads: int, n_blocks: int) -> tuple[int, int, float, int]:
+    """(blocks resident per SM at once, waves, share of SMs busy over the waves, resident warps per SM)."""
     g = plan.facts
-    clock = max(g.clock_khz, 1) * 1e3
     sms = max(g.sm_count, 1)
-    parts = spatial_parts(plan, point)
-    n_threads, n_blocks, acc = threads(plan, point), blocks(plan, point), outputs_per_thread(plan, point)
-    useful = max(plan.main.flops, 1)
-    waste = math.prod(math.prod(p) for p in parts) / max(1, math.prod(lp.extent for lp in plan.main.spatial))
-
-    # occupancy: blocks resident per SM
     per_sm = min(32, max(1, (g.max_threads_per_sm or 2048) // n_threads))
     if g.regs_per_sm:
         per_sm = min(per_sm, max(1, g.regs_per_sm // (estimated_registers(plan, point) * n_threads)))
@@ -89,8 +88,55 @@ def _estimate(plan: GpuPlan, point: Point) -> float:
         per_sm = min(per_sm, max(1, g.shared_mem_per_block_optin // smem))
     resident = min(per_sm, math.ceil(n_blocks / sms))  # blocks an SM holds at once
     waves = math.ceil(n_blocks / (sms * resident))
-    tail = n_blocks / (waves * sms * resident)  # SMs busy over the waves (occupancy is in `hide`)
-    warps = resident * math.ceil(n_threads / max(1, g.warp_size))
+    tail = n_blocks / (waves * sms * resident)  # SMs busy over the waves (occupancy is in the warps)
+    return resident, waves, tail, resident * math.ceil(n_threads / max(1, g.warp_size))
+
+
+def _estimate_cross(plan: GpuPlan, point: Point) -> float:
+    """Reductions shared by `cross` threads: streaming loads (coalesced along the bound reduce loop),
+    one accumulator per thread, a tree of log2(cross) barrier steps per block."""
+    g = plan.facts
+    clock = max(g.clock_khz, 1) * 1e3
+    cross = cross_threads(point)
+    n_threads, n_blocks = threads(plan, point), blocks(plan, point)
+    rows = n_threads // cross
+    resident, waves, tail, warps = _occupancy(plan, point, n_threads, n_blocks)
+    hide = min(1.0, warps / 16)  # one accumulator per thread: warps alone keep loads in flight
+    peak = max(g.sm_count, 1) * _fp32_lanes_per_sm(plan) * 2 * clock
+    operand = max(1.0, len(plan.reads) / LOADS_PER_FMA / 2)  # loads through L1, not staged
+    waste = math.prod(math.prod(p) for p in spatial_parts(plan, point)) / max(
+        1, math.prod(lp.extent for lp in plan.main.spatial))
+    t_compute = max(plan.main.flops, 1) * waste / (peak * tail * hide * warp_fill(plan, n_threads)) * operand
+    lane = plan.main.tensor.op.reduce_axis[-1]
+    spatial = {id(a) for a in plan.main.tensor.op.axis}
+    accesses = plan.main.flops / max(1, plan.main.flops_per_point)
+    traffic = 0.0
+    for t in plan.reads:
+        loads = plan.memo.setdefault(("loads", id(t)), loads_of(plan.main, t))
+        strides = [math.prod(int(d) for d in t.shape[k + 1:]) for k in range(len(t.shape))]
+        coef = [coefficient(i, lane) for i in loads[0].indices] if loads else []
+        stride = abs(sum(c * s for c, s in zip(coef, strides))) if coef and None not in coef else SECTOR
+        spread = max(1.0, min(SECTOR, stride * t.dtype.bytes) / t.dtype.bytes) if stride else 1.0
+        reused = not any(id(v) in spatial for n in loads for i in n.indices for v in free_vars(i))
+        traffic += accesses * t.dtype.bytes * spread / (rows if reused else 1)
+    compulsory = sum(math.prod(int(d) for d in t.shape) * t.dtype.bytes for t in plan.reads)
+    t_memory = traffic / (_dram(plan, n_blocks) * L2_OVER_DRAM) + compulsory / _dram(plan, n_blocks)
+    t_tree = waves * (math.log2(cross) + 1) * TREE_STEP_CYCLES / clock
+    return max(t_compute, t_memory) + t_tree + LAUNCH_S
+
+
+def _estimate(plan: GpuPlan, point: Point) -> float:
+    if cross_threads(point) > 1:
+        return _estimate_cross(plan, point)
+    g = plan.facts
+    clock = max(g.clock_khz, 1) * 1e3
+    sms = max(g.sm_count, 1)
+    parts = spatial_parts(plan, point)
+    n_threads, n_blocks, acc = threads(plan, point), blocks(plan, point), outputs_per_thread(plan, point)
+    useful = max(plan.main.flops, 1)
+    waste = math.prod(math.prod(p) for p in parts) / max(1, math.prod(lp.extent for lp in plan.main.spatial))
+
+    resident, waves, tail, warps = _occupancy(plan, point, n_threads, n_blocks)
     hide = min(1.0, warps * min(acc, 8) / HIDE_WARPS_ILP)
 
     loads = 0.0
@@ -104,7 +150,7 @@ def _estimate(plan: GpuPlan, point: Point) -> float:
 
     traffic = _traffic(plan, point, n_blocks, n_threads)
     compulsory = sum(math.prod(int(d) for d in t.shape) * t.dtype.bytes for t in plan.reads)
-    t_memory = traffic / (_dram(plan) * L2_OVER_DRAM) + compulsory / _dram(plan)
+    t_memory = traffic / (_dram(plan, n_blocks) * L2_OVER_DRAM) + compulsory / _dram(plan, n_blocks)
 
     steps = max((reduce_steps(plan, point, shared_level(point, t)) for t in plan.reads
                  if shared_level(point, t) != "none"), default=0)
@@ -208,9 +254,10 @@ def heuristic_points(space: Space, plan: GpuPlan, k: int = 4) -> list[Point]:
 
 def describe(plan: GpuPlan, point: Point) -> str:
     """One line of what the model sees in `point` (for logs and tests)."""
-    staged = [t.name for t in plan.reads if option(point, shared_key(t), 0)]
+    staged = [t.name for t in plan.reads if shared_level(point, t) != "none"]
     return (f"{blocks(plan, point)} blocks x {threads(plan, point)} threads, {outputs_per_thread(plan, point)} "
-            f"outputs/thread, {shared_bytes(plan, point)} B shared ({', '.join(staged) or 'none'}), "
+            f"outputs/thread{f', reductions over {cross_threads(point)} threads' if cross_threads(point) > 1 else ''}, "
+            f"{shared_bytes(plan, point)} B shared ({', '.join(staged) or 'none'}), "
             f"estimate {estimate(plan, point) * 1e6:.1f} us")
 
 

@@ -86,6 +86,12 @@ def reduce_parts(plan: GpuPlan, point) -> list[tuple[int, int, int]]:
 
 
 def threads(plan: GpuPlan, point) -> int:
+    """Threads per block: the thread parts, or, sharing reductions (`cross`), rows x the sharing threads."""
+    from .gpu_knobs import cross_threads
+
+    cross = cross_threads(point)
+    if cross > 1:
+        return math.prod(p[VTHREAD] * p[THREAD] * p[INNER] for p in spatial_parts(plan, point)) * cross
     return math.prod(p[THREAD] for p in spatial_parts(plan, point))
 
 
@@ -94,7 +100,11 @@ def blocks(plan: GpuPlan, point) -> int:
 
 
 def outputs_per_thread(plan: GpuPlan, point) -> int:
-    """The register tile: accumulators per thread (virtual threads x inner)."""
+    """The register tile: accumulators per thread (virtual threads x inner; 1 sharing reductions)."""
+    from .gpu_knobs import cross_threads
+
+    if cross_threads(point) > 1:
+        return 1
     return math.prod(p[VTHREAD] * p[INNER] for p in spatial_parts(plan, point))
 
 
@@ -168,14 +178,17 @@ def fetch_region(plan: GpuPlan, point, tensor, level: str) -> tuple[int, ...]:
 
 
 def shared_level(point, tensor) -> str:
-    from .gpu_knobs import SHARED, shared_key
+    """Where `tensor` is staged in shared memory ("none" where reductions are shared across threads)."""
+    from .gpu_knobs import SHARED, cross_threads, shared_key
 
-    return SHARED[option(point, shared_key(tensor), 0)]
+    return "none" if cross_threads(point) > 1 else SHARED[option(point, shared_key(tensor), 0)]
 
 
 def shared_bytes(plan: GpuPlan, point) -> int:
     """Shared memory one block allocates: the staged region of every input in shared memory."""
-    total = 0
+    from .gpu_knobs import cross_threads
+
+    total = threads(plan, point) * plan.dtype_bytes if cross_threads(point) > 1 else 0  # the tree's partials
     for t in plan.reads:
         level = shared_level(point, t)
         if level != "none":
