@@ -3,7 +3,9 @@
     out[n, h, w, c] = pad(x)[n, h*stride + (shift[c] // kw)*dilation, w*stride + (shift[c] % kw)*dilation, c]
 
 `shift` [C] holds, per channel, a flat kernel position in [0, kh*kw); the
-positions are data, so the row/column are loads inside index expressions.
+positions are data, so the row/column are loads inside index expressions. A
+position outside that range is clamped into it, so no value of `shift` can
+make the kernel read outside the padded input (and lowering can prove it).
 Each axis is padded by total = (stride-1)*size - stride + dilation*(k-1) + 1
 split as total//2 before and the rest after, so the output keeps the input size
 (the suite's definition pads total/2 per side; the two agree when total is
@@ -14,6 +16,8 @@ from __future__ import annotations
 
 from ..errors import DTypeError, ShapeError
 from ..te import compute
+from ..te import max as max_of
+from ..te import min as min_of
 from ..te.tensor import Tensor
 from .conv import expect_tensor
 from .pad import pad_axes
@@ -46,7 +50,7 @@ def shift_conv2d(x: Tensor, shift: Tensor, kernel, stride=1, dilation=1, name: s
     (sh, sw), (dh, dw) = stride, dilation
 
     def body(n, h, w, c):
-        pos = shift[c]
+        pos = max_of(min_of(shift[c], kh * kw - 1), 0)
         return data[n, h * sh + (pos // kw) * dh, w * sw + (pos % kw) * dw, c]
 
     return compute(x.shape, named_axes(body, ("n", "h", "w", "c")), name=name)
