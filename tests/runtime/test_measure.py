@@ -86,3 +86,18 @@ def test_compile_and_instantiate_errors(measurer):
     results = m.measure([tw.create_schedule(B)])
     assert results[0].error_kind is ErrorKind.COMPILE and "compilation failed" in results[0].error_msg
     assert np.isinf(results[0].cost)
+
+
+def test_flushed_measurement_times_single_calls_after_evicting_the_caches():
+    """flush_cache: FLUSHED_SAMPLES single calls (at least `repeat`), each after the runner writes a
+    buffer of at least twice the last-level cache and 64 MiB."""
+    from tilewright.runtime.runner import FLUSHED_SAMPLES
+
+    A = tw.placeholder((64,), "float32", name="A")
+    B = tw.compute((64,), lambda i: A[i] * 2.0, name="B")
+    cpu = tw.as_target("cpu")
+    with Measurer([B], [A, B], cpu, backend_for(cpu), timeout=5.0, repeat=2, min_repeat_ms=1,
+                  flush_cache=True) as m:
+        assert m.flush_bytes >= 2 * (cpu.cache_bytes(3) or 0) and m.flush_bytes >= 1 << 26
+        r = m.run(library("for (int i = 0; i < 64; ++i) B[i] = A[i] * 2.0f; return 0;"))
+        assert r.ok and len(r.costs) == max(2, FLUSHED_SAMPLES)
