@@ -13,10 +13,10 @@ step by a cooperative fetch: every thread of the block copies its share with
 loads of `fetch_vector` elements, barriers around it; elementwise producers
 (padding) are inlined into that fetch or into the main node.
 
-Pruned by the target's facts (`GpuFacts`): threads per block a multiple of
-the warp size and within the limit, shared memory per block, registers per
-thread (estimated from the register tile and its operand fragments), the
-unrolled code size. Non-divisible extents use guarded round-ups as on the
+Pruned by the target's facts (`GpuFacts`): threads per block within the
+limit and filling their warps, shared memory per block, registers per thread
+(estimated from the register tile and its operand fragments), enough blocks
+for the SMs (`min_blocks`), the unrolled code size. Non-divisible extents use guarded round-ups as on the
 CPU (`knobs.split_totals`)."""
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ from .gpu_plan import (
     THREAD,
     VTHREAD,
     GpuPlan,
+    blocks,
     fetch_region,
     make_gpu_plan,
     outputs_per_thread,
@@ -153,6 +154,13 @@ def structured_sample(space: Space, plan: GpuPlan, rng) -> Point | None:
     return point
 
 
+def min_blocks(plan: GpuPlan) -> int:
+    """Blocks a point must have: one per SM, where the outputs allow a block of at least four warps
+    each (a 1024^2 GEMM in 64 blocks of 128 x 128 would leave half of an H100's 132 SMs idle)."""
+    outputs = math.prod(lp.extent for lp in plan.main.spatial)
+    return max(1, min(plan.facts.sm_count, outputs // (4 * max(1, plan.facts.warp_size))))
+
+
 def warp_fill(plan: GpuPlan, n_threads: int) -> float:
     """The share of the lanes of a block's warps that its threads use (370 threads: 12 warps, 96%)."""
     warp = max(1, plan.facts.warp_size)
@@ -171,6 +179,8 @@ def fits(plan: GpuPlan, point) -> bool:
     t = threads(plan, point)
     total = math.prod(math.prod(p) for p in spatial_parts(plan, point))
     if t > gpu.max_threads_per_block or (warp_fill(plan, t) < MIN_WARP_FILL and total >= gpu.warp_size):
+        return False
+    if blocks(plan, point) < min_blocks(plan):
         return False
     acc = outputs_per_thread(plan, point)
     if gpu.regs_per_thread:
@@ -359,4 +369,4 @@ def _naive_others(s: Schedule, plan: GpuPlan) -> None:
         st.bind(thread, thread_axis("threadIdx.x"))
 
 
-__all__ = ["apply_gpu", "estimated_registers", "fits", "gpu_space", "structured_sample", "warp_fill"]
+__all__ = ["apply_gpu", "estimated_registers", "fits", "gpu_space", "min_blocks", "structured_sample", "warp_fill"]
