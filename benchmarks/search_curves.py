@@ -79,7 +79,9 @@ def tune_case(op: str, case: str, trials: int, methods: list[str], seed: int = 0
     return out
 
 
-def _time_against_torch(op: str, case: str, tensors, result) -> dict:
+def _checked_kernel(op: str, case: str, tensors, result):
+    """(kernel, inputs, output, max relative error) of the tuned kernel, run once and compared with the
+    reference; a wrong kernel ends the run (it is never timed)."""
     kernel = result.build()
     rng = np.random.default_rng(0)
     ins = [rng.standard_normal(t.shape, dtype=np.float32) for t in tensors[:-1]]
@@ -89,6 +91,19 @@ def _time_against_torch(op: str, case: str, tensors, result) -> dict:
     err = float(np.abs(got - want).max() / max(np.abs(want).max(), 1e-30))
     if err > 1e-4:
         raise SystemExit(f"{op} {case}: the tuned kernel is wrong (max relative error {err:.2e})")
+    return kernel, ins, got, err
+
+
+def _row(times: dict, err: float, flops: int) -> dict:
+    """Our time ("ours" in `times`) and the fastest baseline of the rest."""
+    ours = times.pop("ours")
+    fastest = min(times, key=times.get) if times else None
+    return {"tilewright_s": ours, "max_rel_error": err, "flops": flops,
+            "torch_s": times[fastest] if fastest else None, "torch_layout": fastest}
+
+
+def _time_against_torch(op: str, case: str, tensors, result) -> dict:
+    kernel, ins, got, err = _checked_kernel(op, case, tensors, result)
     sides = {"ours": lambda: kernel.time(*ins, got, repeat=3).median}
     try:
         import torch
@@ -99,26 +114,13 @@ def _time_against_torch(op: str, case: str, tensors, result) -> dict:
     except ImportError:
         pass
     times = alternating_medians(sides)
-    row = {"tilewright_s": times.pop("ours"), "max_rel_error": err, "flops": result.flops, "torch_s": None,
-           "torch_layout": None}
-    for layout, t in times.items():
-        if row["torch_s"] is None or t < row["torch_s"]:
-            row["torch_s"], row["torch_layout"] = t, layout
-    return row
+    return _row(times, err, result.flops)
 
 
 def _time_against_torch_gpu(op: str, case: str, tensors, result) -> dict:
     """The tuned kernel against PyTorch on the same GPU (TF32 off), inputs on the device on both sides."""
     kind = result.target.kind
-    kernel = result.build()
-    rng = np.random.default_rng(0)
-    ins = [rng.standard_normal(t.shape, dtype=np.float32) for t in tensors[:-1]]
-    got = np.zeros(tensors[-1].shape, np.float32)
-    kernel(*ins, got)
-    want = tw.evaluate(tensors[-1], dict(zip(tensors[:-1], ins)))
-    err = float(np.abs(got - want).max() / max(np.abs(want).max(), 1e-30))
-    if err > 1e-4:
-        raise SystemExit(f"{op} {case}: the tuned kernel is wrong (max relative error {err:.2e})")
+    kernel, ins, got, err = _checked_kernel(op, case, tensors, result)
     args = device_arrays(kernel, kind, ins + [got])
     sides = {"ours": lambda: kernel_median_seconds(kernel, args)}
     if kind == "cuda":
@@ -131,12 +133,7 @@ def _time_against_torch_gpu(op: str, case: str, tensors, result) -> dict:
         except ImportError:
             pass
     times = alternating(sides)
-    row = {"tilewright_s": times.pop("ours"), "max_rel_error": err, "flops": result.flops, "torch_s": None,
-           "torch_layout": None}
-    for name, t in times.items():
-        if row["torch_s"] is None or t < row["torch_s"]:
-            row["torch_s"], row["torch_layout"] = t, name
-    return row
+    return _row(times, err, result.flops)
 
 
 def table(cases: list[dict], target) -> list[str]:

@@ -85,24 +85,34 @@ def bench_target(threads: int | None = None, isa: str = "native"):
     return target
 
 
+def tuned_kernel(tensors, target, records: Records, trials: int, method: str = "q", seed: int = 0,
+                 progress: bool = False, reuse: bool = False):
+    """(kernel, tuning errors, trials run): the case tuned for `trials`, or, with `reuse`, built from the
+    best record of its workload and target where there is one; kernel None for `trials` 0 (the caller
+    then times the untuned default as its own)."""
+    from ..analysis.workload import workload_key
+    from ..api import build as build_kernel
+
+    if trials == 0:
+        return None, {}, 0
+    if reuse and records.best(workload_key(tensors[-1:]), target.key, k=1):
+        with records:  # the best record of this workload and target
+            return build_kernel(tensors, target=target), {}, 0
+    result = tune(tensors, target=target, trials=trials, method=method, seed=seed, records=records,
+                  progress=progress)
+    return result.build(), result.errors, len(result.history)
+
+
 def run_case(op: str, case: str, trials: int, threads: int, records: Records, method: str = "q",
              reuse: bool = False, seed: int = 0, progress: bool = False, isa: str = "native") -> CaseResult:
-    from ..analysis.workload import workload_key
     from ..api import build as build_kernel
 
     tensors = suite_program(op, case)
     target = bench_target(threads, isa)
     outputs = tensors[-1:]
-    known = records.best(workload_key(outputs), target.key, k=1) if reuse else []
-    errors, tuned = {}, 0
-    if known:
-        with records:  # the best record of this workload and target
-            kernel = build_kernel(tensors, target=target)
-    else:
-        result = tune(tensors, target=target, trials=trials, method=method, seed=seed, records=records,
-                      progress=progress)
-        kernel, errors, tuned = result.build(), result.errors, len(result.history)
+    kernel, errors, tuned = tuned_kernel(tensors, target, records, trials, method, seed, progress, reuse)
     default = build_kernel(tensors, target=target)  # no records active: the untuned default
+    kernel = kernel or default
     rng = np.random.default_rng(seed)
     ins = [rng.standard_normal(t.shape).astype(t.dtype.name) for t in tensors[:-1]]
     want = evaluate(tensors[-1], dict(zip(tensors[:-1], ins)))

@@ -28,7 +28,7 @@ from ..targets import Target
 from ..workloads import suite, suite_case
 from ..workloads.builders import suite_program
 from ..workloads.gpu_baselines import tf32_label, torch_gpu_variants
-from .flextensor import DEFAULT_OPS, _checked
+from .flextensor import DEFAULT_OPS, _checked, tuned_kernel
 from .gpu_report import GpuCaseResult, write
 from .gpu_timing import ROUNDS, alternating, device_median_seconds, kernel_median_seconds
 
@@ -84,31 +84,20 @@ def _fastest(times: dict[str, float], prefix: str) -> tuple[float | None, str | 
 def run_gpu_case(op: str, case: str, target: Target, trials: int, records: Records, method: str = "q",
                  reuse: bool = False, baseline_device: str | None = None, tf32_column: bool = True,
                  seed: int = 0, progress: bool = False, rounds: int = ROUNDS) -> GpuCaseResult:
-    from ..analysis.workload import workload_key
     from ..api import build as build_kernel
-    from ..api import tune
 
     tensors = suite_program(op, case)
     outputs = tensors[-1:]
-    known = records.best(workload_key(outputs), target.key, k=1) if reuse and trials else []
-    errors, tuned = {}, 0
     started = time.perf_counter()
-    if trials == 0:
-        kernel = None
-    elif known:
-        with records:  # the best record of this workload and target
-            kernel = build_kernel(tensors, target=target)
-    else:
-        result = tune(tensors, target=target, trials=trials, method=method, seed=seed, records=records,
-                      progress=progress)
-        kernel, errors, tuned = result.build(), result.errors, len(result.history)
+    kernel, errors, tuned = tuned_kernel(tensors, target, records, trials, method, seed, progress, reuse)
+    measured = kernel is not None
     wall = time.perf_counter() - started
     default = build_kernel(tensors, target=target)  # no records active: the untuned default
     kernel = kernel or default
     rng = np.random.default_rng(seed)
     ins = [rng.standard_normal(t.shape).astype(t.dtype.name) for t in tensors[:-1]]
     want = evaluate(tensors[-1], dict(zip(tensors[:-1], ins)))
-    err = _checked(kernel, tensors, ins, want, "tuned" if tuned or known else "default", op, case)
+    err = _checked(kernel, tensors, ins, want, "tuned" if measured else "default", op, case)
     _checked(default, tensors, ins, want, "default", op, case)
 
     args = device_arrays(kernel, target.kind, ins + [np.zeros(tensors[-1].shape, tensors[-1].dtype.name)])

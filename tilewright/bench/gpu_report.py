@@ -15,7 +15,8 @@ from pathlib import Path
 
 from ..errors import TilewrightError
 from ..workloads import suite
-from .report import DEFAULT_WITHIN, geomean, pyplot
+from . import report
+from .report import DEFAULT_WITHIN, geomean
 
 # issue 16: per-operator geomean of (library time / ours), TF32 off on both sides
 GPU_GOALS = {"C2D": 1.0, "DIL": 1.2, "GRP": 1.5, "DEP": 2.0, "T2D": 0.9, "T3D": 0.9, "C3D": 0.9, "GEMM": 0.8,
@@ -149,21 +150,7 @@ def tables(rows: list[GpuCaseResult]) -> list[str]:
 
 
 def plot(rows: list[GpuCaseResult], path: Path, title: str) -> bool:
-    plt = pyplot()
-    labeled = [r for r in rows if r.speedup]
-    if plt is None or not labeled:
-        return False
-    ops = list(dict.fromkeys(r.op for r in labeled))
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.35 * len(labeled)), 4))
-    ax.bar(range(len(labeled)), [r.speedup for r in labeled], color=[f"C{ops.index(r.op) % 10}" for r in labeled])
-    ax.axhline(1.0, color="k", lw=0.8)
-    ax.set_xticks(range(len(labeled)), [f"{r.op} {r.case}" for r in labeled], rotation=90, fontsize=7)
-    ax.set_ylabel("speedup over the library (fp32, TF32 off)")
-    ax.set_title(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return True
+    return report.plot(rows, path, title, ylabel="speedup over the library (fp32, TF32 off)")
 
 
 def _tuning(header: dict) -> str:

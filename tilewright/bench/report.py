@@ -97,7 +97,8 @@ def pyplot():
     return plt
 
 
-def plot(rows, path: Path, title: str) -> bool:
+def plot(rows, path: Path, title: str, ylabel: str = "speedup over PyTorch (fp32, batch 1)") -> bool:
+    """A bar per case with a speedup (rows with .op, .case, .speedup), coloured by operator."""
     plt = pyplot()
     if plt is None:
         return False
@@ -109,7 +110,7 @@ def plot(rows, path: Path, title: str) -> bool:
            color=[f"C{list(dict.fromkeys(x.op for x in labeled)).index(r.op)}" for r in labeled])
     ax.axhline(1.0, color="k", lw=0.8)
     ax.set_xticks(range(len(labeled)), [f"{r.op} {r.case}" for r in labeled], rotation=90, fontsize=7)
-    ax.set_ylabel("speedup over PyTorch (fp32, batch 1)")
+    ax.set_ylabel(ylabel)
     ax.set_title(title)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

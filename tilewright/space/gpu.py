@@ -25,7 +25,6 @@ import math
 
 from ..schedule import Schedule, create_schedule, thread_axis
 from ..targets import Target
-from .anchor import loads_of
 from .cpu_knobs import reduce_orders
 from .gpu_knobs import (
     CROSS,
@@ -50,6 +49,7 @@ from .gpu_plan import (
     GpuPlan,
     blocks,
     fetch_region,
+    main_loads,
     make_gpu_plan,
     outputs_per_thread,
     reduce_parts,
@@ -213,7 +213,7 @@ def _guarded_fetch(plan: GpuPlan, point) -> bool:
     if not rounded:
         return False
     for t in _staged(plan, point):
-        for load in loads_of(plan.main, t):
+        for load in main_loads(plan, t):
             if any(id(v) in rounded for i in load.indices for v in free_vars(i)):
                 return True
     return False
@@ -354,19 +354,13 @@ def _naive_others(s: Schedule, plan: GpuPlan) -> None:
     """Stages the plan does not schedule (a separate producer of another input): one thread per
     element, as the untuned fallback does."""
     from ..schedule.stage import AttachKind
-    from .gpu_default import THREADS
+    from .gpu_default import bind_one_thread_per_element
 
     handled = {id(plan.main.tensor), id(plan.anchor.tensor)} | {id(n.tensor) for n in plan.inlined} \
         | {id(n.tensor) for n in plan.producers}
     for node in plan.graph.nodes:
         st = s[node.tensor]
-        if id(node.tensor) in handled or st.attach is not AttachKind.ROOT:
-            continue
-        axes = list(st.op.axis)
-        fused = st.fuse(*axes) if len(axes) > 1 else axes[0]
-        block, thread = st.split(fused, factor=min(THREADS, plan.facts.max_threads_per_block, fused.extent))
-        st.bind(block, thread_axis("blockIdx.x"))
-        st.bind(thread, thread_axis("threadIdx.x"))
-
+        if id(node.tensor) not in handled and st.attach is AttachKind.ROOT:
+            bind_one_thread_per_element(st, plan.target)
 
 __all__ = ["apply_gpu", "estimated_registers", "fits", "gpu_space", "min_blocks", "structured_sample", "warp_fill"]

@@ -16,19 +16,23 @@ THREADS = 256
 
 def naive_gpu_schedule(outputs, target: Target):
     s = create_schedule(outputs)
-    threads = max(1, min(THREADS, target.gpu.max_threads_per_block))
     for st in s.stages:
-        if st.attach is AttachKind.INLINE:
-            continue
-        axes = list(st.op.axis)
-        if not axes:
-            raise ScheduleError(f"stage '{st.name}' has no spatial loop to spread over GPU threads "
-                                f"(a 0-d output); give it shape (1,)")
-        fused = st.fuse(*axes) if len(axes) > 1 else axes[0]
-        block, thread = st.split(fused, factor=min(threads, fused.extent))
-        st.bind(block, thread_axis("blockIdx.x"))
-        st.bind(thread, thread_axis("threadIdx.x"))
+        if st.attach is not AttachKind.INLINE:
+            bind_one_thread_per_element(st, target)
     return s
 
 
-__all__ = ["naive_gpu_schedule"]
+def bind_one_thread_per_element(st, target: Target) -> None:
+    """`st`'s spatial loops fused, split into blocks of up to THREADS threads, bound to blockIdx.x and
+    threadIdx.x."""
+    axes = list(st.op.axis)
+    if not axes:
+        raise ScheduleError(f"stage '{st.name}' has no spatial loop to spread over GPU threads "
+                            f"(a 0-d output); give it shape (1,)")
+    fused = st.fuse(*axes) if len(axes) > 1 else axes[0]
+    block, thread = st.split(fused, factor=min(THREADS, target.gpu.max_threads_per_block, fused.extent))
+    st.bind(block, thread_axis("blockIdx.x"))
+    st.bind(thread, thread_axis("threadIdx.x"))
+
+
+__all__ = ["bind_one_thread_per_element", "naive_gpu_schedule"]

@@ -25,7 +25,6 @@ import math
 import random
 
 from ..ir.traverse import free_vars
-from .anchor import loads_of
 from .cpu_access import coefficient
 from .gpu import estimated_registers, structured_sample, warp_fill
 from .gpu_knobs import cross_threads
@@ -35,6 +34,7 @@ from .gpu_plan import (
     GpuPlan,
     blocks,
     fetch_region,
+    main_loads,
     outputs_per_thread,
     reduce_steps,
     shared_bytes,
@@ -112,7 +112,7 @@ def _estimate_cross(plan: GpuPlan, point: Point) -> float:
     accesses = plan.main.flops / max(1, plan.main.flops_per_point)
     traffic = 0.0
     for t in plan.reads:
-        loads = plan.memo.setdefault(("loads", id(t)), loads_of(plan.main, t))
+        loads = main_loads(plan, t)
         strides = [math.prod(int(d) for d in t.shape[k + 1:]) for k in range(len(t.shape))]
         coef = [coefficient(i, lane) for i in loads[0].indices] if loads else []
         stride = abs(sum(c * s for c, s in zip(coef, strides))) if coef and None not in coef else SECTOR
@@ -203,7 +203,7 @@ def _spread(plan: GpuPlan, point: Point, tensor, own: bool = False) -> float:
         stride = math.prod(int(d) for d in tensor.shape[fast + 1:])
     else:
         var = plan.main.tensor.op.axis[fast]
-        loads = plan.memo.setdefault(("loads", id(tensor)), loads_of(plan.main, tensor))
+        loads = main_loads(plan, tensor)
         strides = [math.prod(int(d) for d in tensor.shape[k + 1:]) for k in range(len(tensor.shape))]
         stride = 0
         for load in loads:

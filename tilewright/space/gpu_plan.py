@@ -147,15 +147,20 @@ def _interval(e, spans: dict[int, int]):
     return None
 
 
+def main_loads(plan: GpuPlan, tensor) -> list:
+    """The main node's loads of `tensor` (found once per plan: the model asks for them per point)."""
+    key = ("loads", id(tensor))
+    if key not in plan.memo:
+        plan.memo[key] = loads_of(plan.main, tensor)
+    return plan.memo[key]
+
+
 def region(plan: GpuPlan, tensor, spans: dict[int, int]) -> tuple[int, ...]:
     """Extent of each dimension of `tensor` that the main node reads while the loop variables
     (ids in `spans`) run over their spans: the union over its loads, clipped to the tensor."""
     shape = [int(d) for d in tensor.shape]
     lo, hi = [None] * len(shape), [None] * len(shape)
-    key = ("loads", id(tensor))
-    if key not in plan.memo:
-        plan.memo[key] = loads_of(plan.main, tensor)
-    for load in plan.memo[key]:
+    for load in main_loads(plan, tensor):
         for d, index in enumerate(load.indices):
             iv = _interval(index, spans) or (0, shape[d] - 1)
             lo[d] = iv[0] if lo[d] is None else min(lo[d], iv[0])
@@ -204,5 +209,5 @@ def thread_fragment(plan: GpuPlan, point, tensor) -> int:
     return math.prod(region(plan, tensor, spans))
 
 
-__all__ = ["GpuPlan", "blocks", "fetch_region", "make_gpu_plan", "outputs_per_thread", "reduce_steps", "region",
-           "rounded_axes", "shared_bytes", "shared_level", "spatial_parts", "thread_fragment", "threads"]
+__all__ = ["GpuPlan", "blocks", "fetch_region", "main_loads", "make_gpu_plan", "outputs_per_thread", "reduce_steps",
+           "region", "rounded_axes", "shared_bytes", "shared_level", "spatial_parts", "thread_fragment", "threads"]
