@@ -47,7 +47,10 @@ class Backend:
 
     def build(self, schedule, args, target: Target, name: str = "kernel"):
         """Lower, render, compile (cached) and load `schedule` as a kernel taking `args`."""
-        func = self.lower(schedule, args, name, target)
+        return self.build_func(self.lower(schedule, args, name, target), target)
+
+    def build_func(self, func, target: Target):
+        """Render, compile (cached) and load an already lowered function."""
         source = self.render(func, target)
         return self.load(func, source, self.compile(source, target), target)
 

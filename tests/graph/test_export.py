@@ -9,6 +9,7 @@ from graph_cases import (
     RESIDUAL_GROUPS,
     VIEW_READ_LATER_GROUPS,
     attention,
+    conv_bias_relu,
     partition,
     passthrough,
     random_inputs,
@@ -70,3 +71,25 @@ def test_missing_weights_is_an_error_code(tmp_path, runner):
     proc = subprocess.run([str(runner), str(d / "libmodel.so"), str(d / "inputs.bin"), str(d / "o.bin")],
                           capture_output=True, text=True)
     assert proc.returncode == 7 and "returned -3" in proc.stderr
+
+
+def test_weights_packed_once_at_build_match_and_export(tmp_path, runner):
+    """A conv whose default schedule packs its weights per output-channel block (on a
+    pinned AVX2 target): the module packs them once when built and passes the packed
+    copy as a constant; the kernel no longer packs, the module and the exported
+    library (which carries the packed copy in weights.bin) match PyTorch."""
+    from tilewright.targets import ISA_FEATURES, Target
+
+    avx2 = Target(kind="cpu", arch="x86_64", cores=2, features=frozenset(ISA_FEATURES["avx2"]), isa="avx2",
+                  caches=((1, "Data", 32 * 1024), (2, "Unified", 512 * 1024)), l1_ways=8, compiler="cc",
+                  compiler_version="synthetic", fma_units=2, fma_bits=256, load_bits=256)
+    graph = conv_bias_relu(c=32, o=64, h=14, w=14)
+    module = build_module(partition(graph), avx2)
+    assert list(module.packed) == ["g2_conv2d.w.global_packed"], "the default point should pack the weight"
+    assert "w_global = " not in module._step_kernels[0].source  # no per-call allocation of the pack
+    inputs = random_inputs(graph)
+    want = torch_reference(graph, inputs)[0]
+    np.testing.assert_allclose(module(*inputs), want, rtol=1e-4, atol=1e-4)
+    d = module.export(tmp_path / "model")
+    (got,) = run_exported(runner, d, graph, inputs)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

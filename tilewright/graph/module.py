@@ -33,9 +33,13 @@ class Module:
     every call, so two threads must not call the same Module at once."""
 
     def __init__(self, partition: Partition, kernels: dict[str, object], tasks: list[Task],
-                 programs: dict[str, GroupProgram], target, plan: MemoryPlan | None = None):
+                 programs: dict[str, GroupProgram], target, plan: MemoryPlan | None = None,
+                 fills: dict | None = None):
         """`kernels`: a built kernel per task key, or per group name where a group's
-        arguments cannot be mapped onto its task's kernel."""
+        arguments cannot be mapped onto its task's kernel. `fills`: under the same keys,
+        the PackFill of a kernel whose constant packs were moved out (graph/const_packs.py);
+        each group's packed arrays are made here, once, and passed as constants."""
+        fills = fills or {}
         self.partition, self.graph, self.tasks, self.target = partition, partition.graph, tasks, target
         self.plan = plan or plan_memory(partition)
         self.kernels = kernels
@@ -47,6 +51,7 @@ class Module:
         start = (-self._arena_raw.ctypes.data) % ALIGN
         self.arena = self._arena_raw[start:start + self.plan.peak_bytes]
         self._static: dict[str, np.ndarray] = dict(self.constants)
+        self.packed: dict[str, np.ndarray] = {}  # constants packed once for a kernel (_fill_packs)
         for v, b in self.plan.buffers.items():
             t = graph.type_of(v)
             self._static[v] = self.arena[b.offset:b.offset + t.nbytes].view(t.dtype).reshape(t.shape)
@@ -61,10 +66,13 @@ class Module:
                 continue
             task, prog = task_of[g.name], programs[g.name]
             values = prog.input_values + prog.output_values
-            kernel = kernels.get(g.name)
+            kernel, fill = kernels.get(g.name), fills.get(g.name)
             if kernel is None:
                 order = task.arg_order(prog)
-                kernel, values = kernels[task.key], tuple(values[i] for i in order)
+                kernel, fill = kernels[task.key], fills.get(task.key)
+                values = tuple(values[i] for i in order)
+            if fill is not None:
+                values = tuple(values) + self._fill_packs(g.name, fill, values)
             step = Step(g, task, values)
             ptrs = (ctypes.c_void_p * len(values))()
             for slot, v in enumerate(values):
@@ -82,8 +90,21 @@ class Module:
         self.input_types = [graph.type_of(v) for v in graph.inputs]
         self.output_types = [graph.type_of(v) for v in graph.outputs]
 
+    def _fill_packs(self, group: str, fill, values) -> tuple[str, ...]:
+        """Run a group's pack kernel once on its constants; the packed arrays become
+        constants named '<group>.<buffer>' (exported with the weights)."""
+        consts = [self._static.get(self.plan.root(v)) for v in values]
+        arrays = [None if a is None else a.reshape(self.graph.type_of(v).shape) for a, v in zip(consts, values)]
+        names = tuple(f"{group}.{p.buffer.name}" for p in fill.hoisted.packs)
+        for name, arr in zip(names, fill.run(arrays)):
+            self.constants[name] = self._static[name] = arr
+            self.packed[name] = arr
+        return names
+
     def _resolve_static(self, value: str) -> np.ndarray | None:
         """The array of `value` if it is the same on every call (arena or constant), else None."""
+        if value in self.packed:
+            return self.packed[value]
         root = self.plan.root(value)
         arr = self._static.get(root)
         if arr is None or root in self.graph.outputs or root in self.graph.inputs:
@@ -223,16 +244,37 @@ class Module:
 def build_module(partition: Partition, target, programs: dict[str, GroupProgram] | None = None,
                  tasks: list[Task] | None = None) -> Module:
     """Build one kernel per task (best record of the active store, or the default schedule)."""
-    from ..api import build
     from ..targets import as_target
+    from .const_packs import build_kernel
 
     target = as_target(target)
     programs = lower_partition(partition) if programs is None else programs
     tasks = extract_tasks(partition, programs) if tasks is None else tasks
+    constants = partition.graph.constants
     kernels: dict[str, object] = {}
+    fills: dict[str, object] = {}
+
+    def constant_positions(prog: GroupProgram, order=None) -> set[int]:
+        values = prog.input_values + prog.output_values
+        values = values if order is None else tuple(values[i] for i in order)
+        return {i for i, v in enumerate(values) if v in constants}
+
     for t in tasks:
-        kernels[t.key] = build(t.args, target=target, name=t.name)
+        first = programs[t.groups[0]]
+        shared = constant_positions(first)  # constant in every group that shares the kernel
+        own = []
         for g in t.groups[1:]:
-            if t.arg_order(programs[g]) is None:
-                kernels[g] = build(list(programs[g].args), target=target, name=programs[g].name)
-    return Module(partition, kernels, tasks, programs, target)
+            order = t.arg_order(programs[g])
+            if order is None:
+                own.append(g)
+            else:
+                shared &= constant_positions(programs[g], order)
+        kernels[t.key], fill = build_kernel(t.args, shared, target, t.name)
+        if fill is not None:
+            fills[t.key] = fill
+        for g in own:
+            kernels[g], fill = build_kernel(list(programs[g].args), constant_positions(programs[g]), target,
+                                            programs[g].name)
+            if fill is not None:
+                fills[g] = fill
+    return Module(partition, kernels, tasks, programs, target, fills=fills)

@@ -1,0 +1,64 @@
+"""Constant weights packed once, when the model is built, not on every call.
+
+A tuned convolution or dense kernel usually copies its weights into a blocked,
+vector-friendly order (the `pack.<input>` knob) inside every call; in a model the
+weights are constants, so that copy is the same each time. For a CPU kernel whose
+arguments include graph constants, the kernel is built with those packs moved
+out (lower/hoist_packs.py): the model runs the pack function once per group at
+build time and passes the packed arrays as extra constant arguments."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .memory_plan import ALIGN
+
+
+@dataclass(frozen=True)
+class PackFill:
+    """The kernel that fills a task kernel's hoisted packs, and what it fills."""
+    kernel: object  # a built Kernel of Hoisted.pack
+    hoisted: object  # lower.hoist_packs.Hoisted
+
+    def run(self, arrays: list) -> list[np.ndarray]:
+        """The packed arrays for one group, whose kernel arguments are `arrays` (original
+        order; only the constants among them are read)."""
+        packed = [_aligned_empty(p.buffer.size, p.buffer.dtype.name) for p in self.hoisted.packs]
+        full = list(arrays) + packed
+        self.kernel(*[full[i] for i in self.hoisted.pack_args])
+        return packed
+
+
+def build_kernel(args: list, constant_positions: set[int], target, name: str):
+    """The kernel for `args` (best record or default schedule) and its PackFill, or None
+    where no pack of a constant could move (or the target is not a CPU)."""
+    from ..api import build
+    from ..backends import backend_for
+    from ..lower.hoist_packs import hoist_constant_packs
+    from ..lower.verify import verify
+    from ..search.tuner import best_schedule
+
+    backend = backend_for(target)
+    if backend.kind != "cpu" or not constant_positions:
+        return build(args, target=target, name=name), None
+    s = best_schedule(backend, args, target)
+    func = backend.lower(s, args, name, target)
+    hoisted = hoist_constant_packs(func, {args[i].name for i in constant_positions})
+    if hoisted is None:
+        return backend.build_func(func, target), None
+    verify(hoisted.kernel)
+    verify(hoisted.pack)
+    return backend.build_func(hoisted.kernel, target), PackFill(backend.build_func(hoisted.pack, target), hoisted)
+
+
+def _aligned_empty(size: int, dtype: str) -> np.ndarray:
+    """A zero-filled 1-D array whose data starts on an ALIGN-byte boundary."""
+    dt = np.dtype(dtype)
+    raw = np.zeros(size * dt.itemsize + ALIGN, np.uint8)
+    start = (-raw.ctypes.data) % ALIGN
+    return raw[start:start + size * dt.itemsize].view(dt)
+
+
+__all__ = ["PackFill", "build_kernel"]
