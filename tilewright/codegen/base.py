@@ -201,9 +201,12 @@ class CRenderer:
         name = f"tw_{op.value}_{d.name}"
         t = self.type_name(d)
         cmp = "<" if op is BinOp.MIN else ">"
-        keep = f"(a {cmp} b || a != a)" if d.is_float else f"a {cmp} b"  # NaN wins, as NumPy's maximum
-        self.helpers.setdefault(name, f"{self.caps.helper_prefix} {t} {name}({t} a, {t} b) "
-                                      f"{{ return {keep} ? a : b; }}")
+        # NaN wins, as in NumPy's maximum. The NaN test comes last and alone: `(a > b || a != a)` compiles
+        # to a branch on the comparison, mispredicted half the time on data of either sign (a ReLU epilogue
+        # of scalar stores ran 2.7x slower on normal inputs than on positive ones); this form is a select
+        # plus a branch that is never taken on ordinary data.
+        body = f"{t} m = a {cmp} b ? a : b; return a != a ? a : m;" if d.is_float else f"return a {cmp} b ? a : b;"
+        self.helpers.setdefault(name, f"{self.caps.helper_prefix} {t} {name}({t} a, {t} b) {{ {body} }}")
         return name
 
     def helper_floordiv(self, op: BinOp, d: DType) -> str:

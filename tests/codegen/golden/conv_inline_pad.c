@@ -19,7 +19,7 @@ static inline uint16_t tw_f32_to_bf16(float f) {
   return (uint16_t)(u >> 16);
 }
 
-static inline float tw_max_float32(float a, float b) { return (a > b || a != a) ? a : b; }
+static inline float tw_max_float32(float a, float b) { float m = a > b ? a : b; return a != a ? a : m; }
 
 static volatile int32_t tw_alloc_failed;
 
