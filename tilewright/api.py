@@ -45,7 +45,8 @@ def tune(tensors, target="cpu", trials: int = 200, method: str = "q", **options)
     `tilewright.search.tuner.run_tuning` (timeout, seed, records, early_stop,
     batch, warmup, progress, log, from_default, cost_model: "auto" | "on" |
     "off", the learned model that pre-screens proposals, flush_cache: time single
-    calls after evicting the caches)."""
+    calls after evicting the caches, constants: input tensors that never change,
+    whose packs are made once outside the timed kernel)."""
     tgt = as_target(target)
     return run_tuning(backend_for(tgt), tensors, tgt, trials=trials, method=method, **options)
 

@@ -30,7 +30,10 @@ class Backend:
     compile(source, target, timeout) -> artefact (`.path`: what a runner process loads);
     load(func, source, artefact, target) -> a callable kernel (`.source`, `.time()`, `.export()`);
     runner: the module a measuring process runs (`python -m`); loader: for device kinds, the module
-      whose `load_exported(directory)` that process opens artefacts with."""
+      whose `load_exported(directory)` that process opens artefacts with;
+    render_packed(func, target, constants) -> source or None: the kernel with the packs of the
+      arguments named in `constants` made once, outside what `tw_time` times (as a compiled model
+      runs it; None where nothing moves or the kind cannot)."""
 
     kind: str
     space: Callable | None
@@ -44,6 +47,7 @@ class Backend:
     runner: str
     loader: str | None = None
     fallback_schedule: Callable | None = None  # (outputs, target) -> Schedule where there is no space
+    render_packed: Callable | None = None
 
     def build(self, schedule, args, target: Target, name: str = "kernel"):
         """Lower, render, compile (cached) and load `schedule` as a kernel taking `args`."""
@@ -99,7 +103,16 @@ def _cpu() -> Backend:
         compile=lambda source, target, timeout=300.0: build_library(source.text, target, timeout=timeout),
         load=lambda func, source, artefact, target: Kernel(func, source, artefact, target),
         runner="tilewright.runtime.runner",
+        render_packed=_cpu_render_packed,
     )
+
+
+def _cpu_render_packed(func, target: Target, constants: set[str]):
+    from .codegen.c import CCodeGen
+    from .lower.hoist_packs import hoist_constant_packs
+
+    hoisted = hoist_constant_packs(func, constants)
+    return None if hoisted is None else CCodeGen().render_with_packs(hoisted)
 
 
 def _gpu_lower(s, args, name, target: Target):

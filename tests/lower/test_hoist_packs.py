@@ -109,3 +109,37 @@ def test_slots_that_would_copy_the_constant_many_times_stay():
     s[P].compute_at(s[C], C.op.axis[0])
     func = lower(s, [A, W, C], "window")
     assert hoist_constant_packs(func, {"W"}) is None  # 32 slots of 32 elements for a 64-element constant
+
+
+def test_measured_kernel_packs_once_then_times_only_the_kernel():
+    """What the tuner measures for a model's task (Measurer constants=): tw_call packs on its
+    first call into buffers the library keeps, and gives the right result on every call."""
+    import ctypes
+
+    target = as_target("cpu")
+    backend = backend_for(target)
+    s, (A, W, C) = packed_schedule("outer")
+    func = backend.lower(s, [A, W, C], "dense", target)
+    source = backend.render_packed(func, target, {"W"})
+    assert source is not None and "tw_make_packs" in source.text
+    assert backend.render_packed(func, target, {"A"}) is None  # nothing packs A: nothing moves
+    lib = ctypes.CDLL(str(backend.compile(source, target).path))
+    lib.tw_time.restype = ctypes.c_double
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((6, 20), dtype=np.float32)
+    w = rng.standard_normal((32, 20), dtype=np.float32)
+    for _ in range(2):
+        c = np.zeros((6, 32), np.float32)
+        ptrs = (ctypes.c_void_p * 3)(a.ctypes.data, w.ctypes.data, c.ctypes.data)
+        assert lib.tw_call(ptrs) == 0
+        np.testing.assert_allclose(c, a @ w.T, rtol=1e-5, atol=1e-5)
+    assert lib.tw_time(ptrs, 3) > 0
+
+
+def test_tuning_with_constants_measures_checked_kernels(tmp_path):
+    """Every candidate runs with its packs made once and is still checked against the reference."""
+    A, W, C = dense(8, 64, 32)
+    result = tw.tune([A, W, C], trials=6, seed=0, records=tmp_path / "r.db", progress=False, constants=[W])
+    assert len(result.history) == 6
+    assert [t.error_kind for t in result.history] == ["none"] * 6, [t.error_msg for t in result.history]
+    assert np.isfinite(result.best_cost)

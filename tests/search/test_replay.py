@@ -92,10 +92,31 @@ def test_a_trace_that_no_longer_fits_says_so(tmp_path):
     tw.tune(tensors, trials=2, seed=0, records=db, progress=False)
     rec = next(r for r in Records(db).query() if r.trace)
     steps = json.loads(rec.trace)
-    assert steps[0]["primitive"] == "merge_axes"
-    steps[0]["args"]["shapes"] = {"x": [1, 16, 3, 12]}
+    assert [st["primitive"] for st in steps[:2]] == ["tensor_names", "merge_axes"]
+    steps[1]["args"]["shapes"] = {"x": [1, 16, 3, 12]}
     with pytest.raises(tw.ScheduleError, match="cannot be replayed"):
         schedule_from_trace(conv1x1(), json.dumps(steps))
     with pytest.raises(tw.ScheduleError, match="no loop named"):
         schedule_from_trace(gemm(), json.dumps([{"stage": "matmul", "primitive": "split",
                                                  "args": {"axis": "nope", "factor": 2}}]))
+
+
+def conv_named(prefix: str):  # the same padded conv with its tensors named otherwise (two layers of a model)
+    x = tw.placeholder((1, 8, 10, 10), "float32", name=f"{prefix}_x")
+    w = tw.placeholder((16, 8, 3, 3), "float32", name=f"{prefix}_w")
+    return [x, w, tw.ops.conv2d(x, w, padding=1, name=f"{prefix}_conv")]
+
+
+def test_a_record_replays_onto_the_same_workload_with_other_names(tmp_path):
+    """Records are keyed by structure, not names: a trace tuned on one layer (its cache_read
+    stages and compute_at parents named after that layer's tensors) replays onto another."""
+    db = tmp_path / "r.sqlite"
+    tw.tune(conv_named("layer1"), trials=4, seed=0, records=db, progress=False)
+    other = conv_named("layer9")
+    with tw.records(db), warnings.catch_warnings():
+        warnings.simplefilter("error")  # a failed replay warns and falls back to the default
+        kernel = tw.build(other)
+    assert "layer9" in kernel.source and "layer1" not in kernel.source
+    trace = json.loads(Records(db).best(tw.analysis.workload_key(other[-1:]), tw.as_target("cpu").key, k=1)[0].trace)
+    assert trace[0]["primitive"] == "tensor_names" and "layer1_w" in trace[0]["args"]["tensors"]
+    check(other, kernel)

@@ -246,27 +246,65 @@ class CCodeGen(CRenderer):
         self.emit("}")
 
     # ---- the translation unit ---------------------------------------------
-    def render(self, func) -> CSource:
+    def define(self, func) -> tuple[str, list[str], str]:
+        """The C function of a lowered function: (its name, its parameters, its definition)."""
         kernel = self.names.fresh(func.name)
-        params = []
-        for b in func.args:
-            params.append(f"{self.scalar_type(b.dtype)} *restrict {self.names.of(b, b.name)}")
-        self.depth = 1
+        params = [f"{self.scalar_type(b.dtype)} *restrict {self.names.of(b, b.name)}" for b in func.args]
+        self.depth, self.lines = 1, []
         self.stmt(func.body)
         body = "\n".join(self.lines)
-        casts = ", ".join(f"({self.scalar_type(b.dtype)} *)tw_args[{n}]" for n, b in enumerate(func.args))
+        return kernel, params, (f"int32_t {kernel}({', '.join(params)}) {{\n  tw_alloc_failed = 0;\n{body}\n"
+                                f"  return tw_alloc_failed ? -1 : 0;\n}}")
+
+    def casts(self, args, first: int = 0) -> list[str]:
+        return [f"({self.scalar_type(b.dtype)} *)tw_args[{first + n}]" for n, b in enumerate(args)]
+
+    def render(self, func) -> CSource:
+        kernel, params, definition = self.define(func)
+        call = f"{kernel}({', '.join(self.casts(func.args))})"
+        return self._unit([definition], call, call, kernel, params)
+
+    def render_with_packs(self, hoisted) -> CSource:
+        """A kernel whose constant packs were moved out (lower/hoist_packs.py), as the tuner measures
+        it: `tw_call`/`tw_time` take the original arguments; the packs are made on the first call
+        into buffers the library keeps (the measured arrays do not change), and timing runs only
+        the kernel, as a model runs it after packing its weights once."""
+        kernel_fn, pack_fn = hoisted.kernel, hoisted.pack
+        pack, _, pack_def = self.define(pack_fn)
+        kernel, params, kernel_def = self.define(kernel_fn)
+        n = len(kernel_fn.args) - len(hoisted.packs)
+        keep = []
+        for i, p in enumerate(hoisted.packs):
+            t = self.scalar_type(p.buffer.dtype)
+            keep.append(f"static {t} *tw_pack{i};")
+        allocs = "".join(f"  if (!tw_pack{i}) tw_pack{i} = ({self.scalar_type(p.buffer.dtype)} *)aligned_alloc(64, "
+                         f"{-(-p.buffer.size * p.buffer.dtype.bytes // 64) * 64});\n  if (!tw_pack{i}) return -1;\n"
+                         for i, p in enumerate(hoisted.packs))
+        orig = self.casts(kernel_fn.args[:n])
+        packs = [f"tw_pack{i}" for i in range(len(hoisted.packs))]
+        every = orig + packs
+        ensure = (f"static int32_t tw_packed;\nstatic int32_t tw_make_packs(void **tw_args) {{\n"
+                  f"  if (tw_packed) return 0;\n{allocs}"
+                  f"  if ({pack}({', '.join(every[i] for i in hoisted.pack_args)}) != 0) return -1;\n"
+                  f"  tw_packed = 1;\n  return 0;\n}}")
+        call = f"{kernel}({', '.join(every)})"
+        return self._unit(keep + [pack_def, kernel_def, ensure], f"(tw_make_packs(tw_args) ? -1 : {call})", call,
+                          kernel, params, before_timing="  if (tw_make_packs(tw_args)) return -1.0;\n")
+
+    def _unit(self, definitions: list[str], call: str, timed: str, kernel: str, params: list[str],
+              before_timing: str = "") -> CSource:
         parts = [_PRELUDE, _BF16]
         parts += list(self.vector_types.values())
         parts += list(self.helpers.values())
         parts.append("static volatile int32_t tw_alloc_failed;")
-        parts.append(f"int32_t {kernel}({', '.join(params)}) {{\n  tw_alloc_failed = 0;\n{body}\n"
-                     f"  return tw_alloc_failed ? -1 : 0;\n}}")
-        parts.append(f"int32_t tw_call(void **tw_args) {{ return {kernel}({casts}); }}")
+        parts += definitions
+        parts.append(f"int32_t tw_call(void **tw_args) {{ return {call}; }}")
         parts.append(
             "double tw_time(void **tw_args, int32_t tw_number) {\n"
+            f"{before_timing}"
             "  struct timespec tw_t0, tw_t1;\n"
             "  clock_gettime(CLOCK_MONOTONIC, &tw_t0);\n"
-            f"  for (int32_t tw_n = 0; tw_n < tw_number; ++tw_n) {kernel}({casts});\n"
+            f"  for (int32_t tw_n = 0; tw_n < tw_number; ++tw_n) {timed};\n"
             "  clock_gettime(CLOCK_MONOTONIC, &tw_t1);\n"
             "  return ((double)(tw_t1.tv_sec - tw_t0.tv_sec) + 1e-9 * (double)(tw_t1.tv_nsec - tw_t0.tv_nsec))"
             " / tw_number;\n"

@@ -17,7 +17,7 @@ from .lower_te import GroupProgram
 from .memory_plan import ALIGN, MemoryPlan, plan_memory
 from .native import Sequence, dispatch_overhead, entry_point
 from .partition import Group, Partition
-from .tasks import Task, extract_tasks, lower_partition
+from .tasks import Task, constant_positions, extract_tasks, lower_partition
 
 
 @dataclass(frozen=True)
@@ -250,31 +250,16 @@ def build_module(partition: Partition, target, programs: dict[str, GroupProgram]
     target = as_target(target)
     programs = lower_partition(partition) if programs is None else programs
     tasks = extract_tasks(partition, programs) if tasks is None else tasks
-    constants = partition.graph.constants
     kernels: dict[str, object] = {}
     fills: dict[str, object] = {}
-
-    def constant_positions(prog: GroupProgram, order=None) -> set[int]:
-        values = prog.input_values + prog.output_values
-        values = values if order is None else tuple(values[i] for i in order)
-        return {i for i, v in enumerate(values) if v in constants}
-
     for t in tasks:
-        first = programs[t.groups[0]]
-        shared = constant_positions(first)  # constant in every group that shares the kernel
-        own = []
-        for g in t.groups[1:]:
-            order = t.arg_order(programs[g])
-            if order is None:
-                own.append(g)
-            else:
-                shared &= constant_positions(programs[g], order)
-        kernels[t.key], fill = build_kernel(t.args, shared, target, t.name)
+        kernels[t.key], fill = build_kernel(t.args, set(t.constants), target, t.name)
         if fill is not None:
             fills[t.key] = fill
-        for g in own:
-            kernels[g], fill = build_kernel(list(programs[g].args), constant_positions(programs[g]), target,
-                                            programs[g].name)
-            if fill is not None:
-                fills[g] = fill
+        for g in t.groups[1:]:
+            if t.arg_order(programs[g]) is None:
+                own = constant_positions(programs[g], partition.graph.constants)
+                kernels[g], fill = build_kernel(list(programs[g].args), own, target, programs[g].name)
+                if fill is not None:
+                    fills[g] = fill
     return Module(partition, kernels, tasks, programs, target, fills=fills)

@@ -82,7 +82,9 @@ def tune_tasks(tasks: list[Task], target, trials: int, records=None, slice_trial
         n = min(n, trials - spent)
         if n <= 0:
             return
-        result = tune(st.task.args, target=target, trials=n, records=store, **tune_options)
+        args = st.task.args  # weights are packed once, outside the timed kernel, as the model runs them
+        result = tune(args, target=target, trials=n, records=store, constants=[args[i] for i in st.task.constants],
+                      **tune_options)
         got = len(result.history) or n
         spent += got
         st.task.trials += got

@@ -24,6 +24,8 @@ class Task:
     groups: list[str] = field(default_factory=list)
     best_cost: float = math.inf
     trials: int = 0
+    # positions of kernel arguments that are graph constants in every group sharing the kernel
+    constants: frozenset = frozenset()
 
     @property
     def weight(self) -> int:
@@ -80,4 +82,19 @@ def extract_tasks(partition: Partition, programs: dict[str, GroupProgram] | None
         prog = programs[g.name]
         key = workload_key(list(prog.outputs))
         tasks.setdefault(key, Task(key, prog)).groups.append(g.name)
+    consts = partition.graph.constants
+    for t in tasks.values():
+        shared = constant_positions(t.program, consts)
+        for g in t.groups[1:]:
+            order = t.arg_order(programs[g])
+            if order is not None:  # a group with its own kernel (no order) does not constrain this one
+                shared &= constant_positions(programs[g], consts, order)
+        t.constants = frozenset(shared)
     return list(tasks.values())
+
+
+def constant_positions(program: GroupProgram, constants, order=None) -> set[int]:
+    """Positions of `program`'s arguments (in `order`, if given) that are graph constants."""
+    values = program.input_values + program.output_values
+    values = values if order is None else tuple(values[i] for i in order)
+    return {i for i, v in enumerate(values) if v in constants}

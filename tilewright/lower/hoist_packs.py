@@ -59,7 +59,12 @@ def hoist_constant_packs(func, constants: set[str]) -> Hoisted | None:
     _collect(func.body, (), const_bufs, found)
     packs, fills, replaced = [], [], {}
     taken = {b.name for b in func.args}
+    seen: dict[int, int] = {}
+    for alloc, _, _ in found:
+        seen[id(alloc.buffer)] = seen.get(id(alloc.buffer), 0) + 1
     for alloc, frames, nest in found:
+        if seen[id(alloc.buffer)] > 1:  # one allocation copied into several nests (a partitioned loop)
+            continue
         plan = _slots(alloc, frames, nest, const_bufs)
         if plan is None:
             continue

@@ -85,10 +85,13 @@ class Measurer:
 
     def __init__(self, outputs: list, args: list, target: Target, backend, timeout: float = 10.0, repeat: int = 3,
                  min_repeat_ms: float = 20.0, build_workers: int | None = None, seed: int = 0,
-                 threads: int | None = None, flush_cache: bool = False):
+                 threads: int | None = None, flush_cache: bool = False, constants=()):
         """`flush_cache`: time single calls, each after evicting the caches (CPU kernels; a kernel inside
-        a model meets colder caches than one called back to back)."""
+        a model meets colder caches than one called back to back). `constants`: the input tensors
+        that are constant across calls (a model's weights): where the backend can, their packs are
+        made once, outside the timed kernel, as a compiled model runs it."""
         self.outputs, self.args, self.target, self.backend = outputs, args, target, backend
+        self.constants = {t.name for t in args if any(t is c for c in constants)}
         self.flush_bytes = max(2 * (target.cache_bytes(3) or 0), 1 << 26) if flush_cache else 0
         self.timeout, self.repeat, self.min_repeat_ms = timeout, repeat, min_repeat_ms
         self.threads = threads or target.cores
@@ -129,7 +132,10 @@ class Measurer:
         b = self.backend
         try:
             func = b.lower(schedule, self.args, "kernel", self.target)
-            source = b.render(func, self.target)
+            source = None
+            if self.constants and b.render_packed is not None:
+                source = b.render_packed(func, self.target, self.constants)
+            source = source or b.render(func, self.target)
         except TilewrightError as exc:
             return _Built(error=MeasureResult(error_kind=ErrorKind.INSTANTIATE, error_msg=_message(exc)))
         try:

@@ -154,7 +154,7 @@ class _Progress:
 def run_tuning(backend, tensors, tgt, trials: int = 200, method: str = "q", timeout: float = 10.0, seed: int = 0,
                records=None, early_stop: int | None = None, batch: int | None = None, warmup: int | None = None,
                progress: bool | None = None, log=None, from_default: bool = True,
-               cost_model: str = "auto", flush_cache: bool = False) -> TuneResult:
+               cost_model: str = "auto", flush_cache: bool = False, constants=()) -> TuneResult:
     """Search `trials` schedules of the program whose arguments are `tensors`
     (inputs and outputs, in kernel order) on target `tgt` through `backend`.
 
@@ -170,7 +170,11 @@ def run_tuning(backend, tensors, tgt, trials: int = 200, method: str = "q", time
 
     `flush_cache`: each measurement times single calls after evicting the caches, as Ansor does for
     networks: the state a kernel meets inside a model, where back-to-back warm calls rank schedules
-    that copy their inputs (a padded copy, a packed panel) too well."""
+    that copy their inputs (a padded copy, a packed panel) too well.
+
+    `constants`: input tensors that never change between calls (a model's weights; `tw.compile`
+    passes them): a candidate's packs of them are made once, outside the timed kernel, as the
+    compiled model makes them (graph/const_packs.py)."""
     args, outputs = _split_args(tensors)
     _check_options(trials=trials, timeout=timeout, seed=seed, batch=batch, warmup=warmup, early_stop=early_stop)
     backend.require_space()
@@ -207,7 +211,8 @@ def run_tuning(backend, tensors, tgt, trials: int = 200, method: str = "q", time
     last_gain = 0
     default_times: list[float] = []  # every time this run takes of the default point
     n_errors = 0
-    with Measurer(outputs, args, tgt, screen.backend, timeout=timeout, seed=seed, flush_cache=flush_cache) as measurer:
+    with Measurer(outputs, args, tgt, screen.backend, timeout=timeout, seed=seed, flush_cache=flush_cache,
+                  constants=constants) as measurer:
         if default in strategy.costs:
             result.default_cost = measurer.baseline = strategy.costs[default]
         seeds = backend.heuristic_points(space, plan, k=batch) if from_default else []
