@@ -56,7 +56,7 @@ def hoist_constant_packs(func, constants: set[str]) -> Hoisted | None:
     if not const_bufs:
         return None
     found: list[tuple[Allocate, tuple, Stmt]] = []  # (allocation, its enclosing frames, the pack nest)
-    _collect(func.body, (), const_bufs, found)
+    _collect(func.body, (), found)
     packs, fills, replaced = [], [], {}
     taken = {b.name for b in func.args}
     seen: dict[int, int] = {}
@@ -103,23 +103,23 @@ def hoist_constant_packs(func, constants: set[str]) -> Hoisted | None:
     return Hoisted(kernel, pack, pack_args, tuple(packs))
 
 
-def _collect(s: Stmt, frames: tuple, const_bufs: dict, found: list) -> None:
+def _collect(s: Stmt, frames: tuple, found: list) -> None:
     """Allocations whose first statement is a candidate pack, with their enclosing frames
     (For and LetStmt; an IfThenElse frame is recorded too, which disqualifies)."""
     if isinstance(s, Allocate):
         body = s.body.stmts if isinstance(s.body, Seq) else (s.body,)
         if not s.register_lanes and s.buffer.scope is Scope.GLOBAL and body:
             found.append((s, frames, body[0]))
-        _collect(s.body, frames, const_bufs, found)
+        _collect(s.body, frames, found)
     elif isinstance(s, (For, LetStmt)):
-        _collect(s.body, frames + (s,), const_bufs, found)
+        _collect(s.body, frames + (s,), found)
     elif isinstance(s, Seq):
         for c in s.stmts:
-            _collect(c, frames, const_bufs, found)
+            _collect(c, frames, found)
     elif isinstance(s, IfThenElse):
-        _collect(s.then, frames + (s,), const_bufs, found)
+        _collect(s.then, frames + (s,), found)
         if s.orelse is not None:
-            _collect(s.orelse, frames + (s,), const_bufs, found)
+            _collect(s.orelse, frames + (s,), found)
 
 
 def _slots(alloc: Allocate, frames: tuple, nest: Stmt, const_bufs: dict):
