@@ -167,6 +167,10 @@ def conv_nd(x: Tensor, w: Tensor, bias: Tensor | None, stride, padding, dilation
         data = pad_axes(x, [0, 0, *before], [0, 0, *after], 0, name=f"{name}_pad")
         shape = (x.shape[0], out_channels, *out_spatial)
         names = ("n", "o", *spatial)
+    if all(k == 1 for k in kernel) and any(st > 1 for st in stride) and not any(before) and not any(after):
+        # a strided 1x1 reads only every stride-th element: taking those into their own stage lets the
+        # schedule copy them once (a dense, mergeable input for a stride-1 contraction) or inline the read
+        data, stride = _subsample(data, stride, channels_last, name), (1,) * nsp
     group_in, group_out = channels // groups, out_channels // groups
     rc = reduce_axis(group_in, "rc")
     rs = [reduce_axis(k, f"r{a}") for k, a in zip(kernel, spatial, strict=True)]
@@ -183,3 +187,18 @@ def conv_nd(x: Tensor, w: Tensor, bias: Tensor | None, stride, padding, dilation
     acc = compute(shape, named_axes(body, names), name=name if bias is None else f"{name}_sum")
     channel = (lambda *i: i[-1]) if channels_last else (lambda *i: i[1])
     return add_bias(acc, bias, channel, names, name)
+
+
+def _subsample(x: Tensor, stride, channels_last: bool, name: str) -> Tensor:
+    """Every stride-th element of `x` along its spatial axes (the only ones a strided 1x1 reads)."""
+    first = 1 if channels_last else 2
+    nsp = len(stride)
+    shape = list(x.shape)
+    for d, st in enumerate(stride):
+        shape[first + d] = (shape[first + d] - 1) // st + 1
+
+    def body(*idx):
+        return x[tuple(i * stride[d - first] if first <= d < first + nsp else i for d, i in enumerate(idx))]
+
+    names = ["n", *SPATIAL_AXES[nsp], "c"] if channels_last else ["n", "c", *SPATIAL_AXES[nsp]]
+    return compute(tuple(shape), named_axes(body, names), name=f"{name}_stride")
