@@ -37,7 +37,6 @@ from .cpu_knobs import (
     place_choice,
     place_key,
     reduce_orders,
-    split_key,
     split_of,
     tile_factor,
 )
@@ -53,7 +52,7 @@ from .cpu_plan import (
     vector_position,
     vector_width,
 )
-from .knobs import OrdinalKnob, SplitKnob, split_totals
+from .knobs import OrdinalKnob, loop_knobs
 from .space import Point, Space
 
 MAX_TILE_POINTS = 512  # unrolled register tile size bound (code size)
@@ -63,15 +62,7 @@ BLOCK_ACC_BYTES = 32 * 1024  # accumulators of a reduction-blocked middle block:
 def cpu_space(outputs, target: Target) -> tuple[Space, CpuPlan]:
     plan = make_plan(outputs, target)
     main = plan.main
-    knobs: list = []
-    for lp in main.spatial:
-        if lp.extent > 1:
-            knobs.append(SplitKnob(split_key(lp), lp.name, lp.extent, 3, split_totals(lp.extent, plan.lanes)))
-    for lp in main.reduce:
-        if lp.extent > 1:
-            knobs.append(SplitKnob(split_key(lp), lp.name, lp.extent, 2, (lp.extent,)))
-    if len(main.reduce) > 1:
-        knobs.append(OrdinalKnob("reduce_order", reduce_orders(len(main.reduce))))
+    knobs = loop_knobs(main, 3, 2, plan.lanes)
     if main.reduce:
         knobs.append(OrdinalKnob("reduce_inner", REDUCE_INNER))
         knobs.append(OrdinalKnob("reduce_block", (False, True)))

@@ -21,9 +21,7 @@ Knobs, by name:
 
 from __future__ import annotations
 
-import itertools
-
-from .knobs import option, split_key, split_of
+from .knobs import option, reduce_orders, split_key, split_of
 from .space import Point
 
 __all__ = ["PACK", "PLACE", "REDUCE_INNER", "fused_count", "option", "pack_choice", "pack_key", "place_choice",
@@ -36,14 +34,6 @@ PACK = ("none", "outer", "tile", "root")
 # place.<producer>: per outer block; inlined into its reader; once per call, in its own parallel stage.
 PLACE = ("outer", "inline", "root")
 REDUCE_INNER = ("outside_rows", "inside_rows")
-
-
-def reduce_orders(n: int) -> tuple:
-    """The `reduce_order` options for n reduce loops: every permutation up to 3,
-    rotations beyond."""
-    if n <= 3:
-        return tuple(itertools.permutations(range(n)))
-    return tuple(tuple((k + s) % n for k in range(n)) for s in range(n))
 
 
 def pack_key(tensor) -> str:

@@ -25,7 +25,6 @@ import math
 
 from ..schedule import Schedule, create_schedule, thread_axis
 from ..targets import Target
-from .cpu_knobs import reduce_orders
 from .gpu_knobs import (
     CROSS,
     FETCH_VECTOR,
@@ -37,7 +36,6 @@ from .gpu_knobs import (
     fetch_vector,
     option,
     shared_key,
-    split_key,
     split_of,
     unroll_choice,
 )
@@ -60,7 +58,7 @@ from .gpu_plan import (
     thread_fragment,
     threads,
 )
-from .knobs import OrdinalKnob, SplitKnob, split_totals
+from .knobs import OrdinalKnob, SplitKnob, loop_knobs, reduce_orders
 from .space import Point, Space
 
 GPU_ROUND_UP = 16  # round extents up to multiples of up to 32 (split_totals' "lanes"): 7 -> 8, 28 -> 32
@@ -73,16 +71,7 @@ MIN_WARP_FILL = 0.75  # threads per block fill their warps at least this much (a
 def gpu_space(outputs, target: Target) -> tuple[Space, GpuPlan]:
     plan = make_gpu_plan(outputs, target)
     main = plan.main
-    knobs: list = []
-    for lp in main.spatial:
-        if lp.extent > 1:
-            knobs.append(SplitKnob(split_key(lp), lp.name, lp.extent, SPATIAL_PARTS,
-                                   split_totals(lp.extent, GPU_ROUND_UP)))
-    for lp in main.reduce:
-        if lp.extent > 1:
-            knobs.append(SplitKnob(split_key(lp), lp.name, lp.extent, REDUCE_PARTS, (lp.extent,)))
-    if len(main.reduce) > 1:
-        knobs.append(OrdinalKnob("reduce_order", reduce_orders(len(main.reduce))))
+    knobs = loop_knobs(main, SPATIAL_PARTS, REDUCE_PARTS, GPU_ROUND_UP)
     if main.reduce:
         for t in plan.reads:
             knobs.append(OrdinalKnob(shared_key(t), SHARED))

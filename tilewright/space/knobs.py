@@ -159,3 +159,23 @@ def split_key(loop) -> str:
 def split_of(point, loop):
     """The factors of `loop`'s split in `point`, or None where it has no split knob (extent 1)."""
     return option(point, split_key(loop), None)
+
+
+def reduce_orders(n: int) -> tuple:
+    """The `reduce_order` options for n reduce loops: every permutation up to 3,
+    rotations beyond."""
+    if n <= 3:
+        return tuple(itertools.permutations(range(n)))
+    return tuple(tuple((k + s) % n for k in range(n)) for s in range(n))
+
+
+def loop_knobs(main, spatial_parts: int, reduce_parts: int, lanes: int) -> list:
+    """The knobs every space derives from the main node's loops: a split of each loop longer
+    than one (spatial totals may round up, see split_totals), and the order of the reduce loops."""
+    knobs: list = [SplitKnob(split_key(lp), lp.name, lp.extent, spatial_parts, split_totals(lp.extent, lanes))
+                   for lp in main.spatial if lp.extent > 1]
+    knobs += [SplitKnob(split_key(lp), lp.name, lp.extent, reduce_parts, (lp.extent,))
+              for lp in main.reduce if lp.extent > 1]
+    if len(main.reduce) > 1:
+        knobs.append(OrdinalKnob("reduce_order", reduce_orders(len(main.reduce))))
+    return knobs
