@@ -135,7 +135,7 @@ def cmd_bench_models(args) -> int:
 
     result = run_models(models=_split(args.models), trials=args.trials, threads=args.threads, out=args.out,
                         records=args.records, reduced=args.reduced, baselines=_split(args.baselines),
-                        progress=sys.stderr.isatty(), name=args.suite)
+                        progress=sys.stderr.isatty(), name=args.suite, layout=args.layout)
     print(f"wrote {args.out}/{args.suite}.json, .md and .png")
     return 1 if result["failures"] else 0
 
@@ -164,6 +164,8 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--baselines", default="eager,compile,ort",
                    help="models: which of eager, compile (torch.compile), ort (ONNX Runtime) to time")
     b.add_argument("--reduced", action="store_true", help="models: the reduced sizes of the tests")
+    b.add_argument("--layout", default="NCHW", choices=["NCHW", "NCHWc", "depthwise"],
+                   help="models: which convolutions run on packed NCHW{b}c data (tw.compile's layout option)")
     b.add_argument("--ops", help="comma-separated suite operators (default: all with a PyTorch baseline; "
                                  "resnet50: its conv layers)")
     b.add_argument("--isa", default="native", help="restrict our kernels to an ISA level (avx2 on an AVX-512 "

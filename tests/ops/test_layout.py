@@ -175,3 +175,37 @@ def test_conv2d_nchwc_dtype_error_and_no_groups_keyword():
         tw.ops.conv2d_nchwc(_x(), _w(dtype="float64"))
     with pytest.raises(TypeError, match="groups"):
         tw.ops.conv2d_nchwc(_x(), _w(), groups=2)
+
+
+@pytest.mark.parametrize("stride, padding, dilation", [(1, 1, 1), (2, 1, 1), (1, 2, 2), (2, 0, 1)])
+def test_depthwise_conv2d_nchwc_matches_torch(rng, stride, padding, dilation):
+    torch = torch_or_skip()
+    x = tw.placeholder((1, 3, 9, 8, 4), "float32", "x")
+    w = tw.placeholder((3, 1, 3, 3, 1, 4), "float32", "w")
+    b = tw.placeholder((12,), "float32", "b")
+    y = tw.ops.depthwise_conv2d_nchwc(x, w, b, stride=stride, padding=padding, dilation=dilation)
+    xa, wa, ba = (random_array(rng, t.shape, "float32") for t in (x, w, b))
+    plain_w = wa.transpose(0, 5, 1, 4, 2, 3).reshape(12, 1, 3, 3)
+    args = (torch.from_numpy(a.astype(np.float64)) for a in (unpack_nchwc(xa), plain_w, ba))
+    want = torch.nn.functional.conv2d(*args, stride=stride, padding=padding, dilation=dilation, groups=12).numpy()
+    assert_close(tw.evaluate(y, {x: xa, w: wa, b: ba}), pack_nchwc(want, 4), "float32")
+    assert [a.name for a in y.op.axis] == ["n", "c", "h", "w", "c_inner"]
+
+
+def test_depthwise_conv2d_nchwc_weight_error():
+    x = tw.placeholder((1, 3, 9, 8, 4), "float32", "x")
+    with pytest.raises(tw.ShapeError, match=r"weight 'w' \(shape \[3, 1, 3, 3, 4, 4\]\) must have shape \[3, 1, KH"):
+        tw.ops.depthwise_conv2d_nchwc(x, tw.placeholder((3, 1, 3, 3, 4, 4), "float32", "w"))
+
+
+@pytest.mark.parametrize("pool, kw", [("max_pool2d", {"kernel_size": 3, "stride": 2, "padding": 1}),
+                                      ("avg_pool2d", {"kernel_size": 2, "ceil_mode": True}),
+                                      ("avg_pool2d", {"kernel_size": 3, "stride": 2, "padding": 1,
+                                                      "count_include_pad": False})])
+def test_pooling_on_packed_data_pools_each_lane(rng, pool, kw):
+    x = tw.placeholder((1, 8, 7, 7), "float32", "x")
+    xp = tw.placeholder((1, 2, 7, 7, 4), "float32", "xp")
+    xa = random_array(rng, x.shape, "float32")
+    want = tw.evaluate(getattr(tw.ops, pool)(x, **kw), {x: xa})
+    got = tw.evaluate(getattr(tw.ops, pool)(xp, **kw), {xp: np.ascontiguousarray(pack_nchwc(xa, 4))})
+    assert_close(got, pack_nchwc(want, 4), "float32")

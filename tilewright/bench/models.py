@@ -29,6 +29,7 @@ RTOL, ATOL = 1e-3, 1e-3
 class ModelResult:
     model: str
     input_shape: tuple
+    layout: str = "NCHW"  # compile's layout option: which convolutions ran packed
     ours_s: float | None = None
     tune_s: float = 0.0
     tasks: int = 0
@@ -67,7 +68,8 @@ def _check(name: str, got: np.ndarray, want: np.ndarray) -> float:
 
 
 def run_model(name: str, trials: int, threads: int, records: Records, reduced: bool = False,
-              baselines=("eager", "compile", "ort"), progress: bool = True, seed: int = 0) -> ModelResult:
+              baselines=("eager", "compile", "ort"), progress: bool = True, seed: int = 0,
+              layout: str = "NCHW") -> ModelResult:
     import torch
 
     from ..graph.compile import compile as compile_model
@@ -77,13 +79,13 @@ def run_model(name: str, trials: int, threads: int, records: Records, reduced: b
     model = spec.build(reduced=reduced).eval()
     shape = spec.reduced_shape if reduced else spec.input_shape
     x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
-    row = ModelResult(name, tuple(shape), trials=trials)
+    row = ModelResult(name, tuple(shape), layout=layout, trials=trials)
     torch.set_num_threads(threads)
     with torch.no_grad():
         want = model(torch.from_numpy(x)).numpy()
     start = time.perf_counter()
     module = compile_model(model, [torch.from_numpy(x)], target=bench_target(threads), trials=trials,
-                           records=records, progress=progress, seed=seed, name=name)
+                           records=records, progress=progress, seed=seed, name=name, layout=layout)
     row.tune_s = time.perf_counter() - start
     row.tasks = len(module.tasks)
     row.new_trials, row.reused_records = module.tuning["trials"], module.tuning["reused"]
@@ -118,7 +120,7 @@ def run_model(name: str, trials: int, threads: int, records: Records, reduced: b
 
 def run_models(models=None, trials: int = 200, threads: int | None = None, out: Path | str = "results",
                records=None, reduced: bool = False, baselines=("eager", "compile", "ort"),
-               progress: bool = True, name: str = "models") -> dict:
+               progress: bool = True, name: str = "models", layout: str = "NCHW") -> dict:
     from ..models import MODELS
 
     target = bench_target(threads)
@@ -129,7 +131,7 @@ def run_models(models=None, trials: int = 200, threads: int | None = None, out: 
     out.mkdir(parents=True, exist_ok=True)
     for m in models or list(MODELS):
         try:
-            rows.append(run_model(m, trials, threads, store, reduced, baselines, progress))
+            rows.append(run_model(m, trials, threads, store, reduced, baselines, progress, layout=layout))
         except Exception as exc:  # one model's failure is reported, the others still run
             failures.append({"model": m, "error": f"{type(exc).__name__}: {exc}"})
         write(out, name, target, rows, failures, threads, trials, reduced)  # per model: a long run keeps its rows
@@ -146,15 +148,16 @@ def _mib(b) -> str:
 
 def table(rows) -> list[str]:
     names = list(dict.fromkeys(n for r in rows for n in r.baselines))
-    lines = ["| model | input | tilewright ms | " + " | ".join(f"{n} ms" for n in names)
+    lines = ["| model | input | layout | tilewright ms | " + " | ".join(f"{n} ms" for n in names)
              + " | vs fastest | compile s (tasks, new trials) | peak MiB ours / PyTorch |",
-             "|---|---|---|" + "---|" * len(names) + "---|---|---|"]
+             "|---|---|---|---|" + "---|" * len(names) + "---|---|---|"]
     for r in rows:
         cells = [_ms(r.baselines.get(n)) for n in names]
         speed = f"{r.speedup:.2f}x ({r.fastest[0]})" if r.speedup else "n/a"
         cost = f"{r.tune_s:.0f} ({r.tasks}, {r.new_trials})"
         memory = f"{_mib(r.peak_bytes)} / {_mib(r.torch_peak_bytes)}"
-        lines.append(f"| {r.model} | {'x'.join(map(str, r.input_shape))} | {_ms(r.ours_s)} | " + " | ".join(cells)
+        lines.append(f"| {r.model} | {'x'.join(map(str, r.input_shape))} | {r.layout} | {_ms(r.ours_s)} | "
+                     + " | ".join(cells)
                      + f" | {speed} | {cost} | {memory} |")
     g = geomean([r.speedup for r in rows if r.speedup])
     if g:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ShapeError
+from .blocked import block_of, blocked_shape, unblocked_shape
 from .ir import Graph, Node, TensorType
 from .opset import spec
 
@@ -70,7 +71,39 @@ def pool_out(size: int, k: int, s: int, p0: int, p1: int, d: int, ceil: bool) ->
     return out
 
 
+def _layout(node, ins) -> int:
+    try:
+        return block_of(node.attr("layout"))
+    except ShapeError as e:
+        raise _fail(node, ins, str(e)) from None
+
+
+def _blocked_conv2d(node, ins, block: int):
+    """conv2d on NCHW{cb}c x and OIHW{ib}i{ob}o weight, writing NCHW{ob}c (ob = the layout's block):
+    checked as the NCHW convolution it equals."""
+    x, w = ins[0], ins[1]
+    if len(x.shape) != 5 or len(w.shape) != 6:
+        raise _fail(node, ins, f"layout {node.attr('layout')!r} needs x 5-D NCHW{{cb}}c and weight 6-D "
+                               f"OIHW{{ib}}i{{ob}}o")
+    groups = int(node.attr("groups", 1))
+    cb, (ib, ob) = x.shape[4], w.shape[4:]
+    depthwise = groups > 1 and groups == x.shape[1] * cb
+    if ob != block or (ib, ob) != ((1, cb) if depthwise else (cb, ob)):
+        want = f"ib 1, ob {cb} (depthwise)" if depthwise else f"ib {cb} (x's block), ob {block} (the layout's)"
+        raise _fail(node, ins, f"weight blocks ib {ib}, ob {ob} do not fit; valid: {want}")
+    if groups not in (1, x.shape[1] * cb):
+        raise _fail(node, ins, f"groups={groups}: packed convolutions take groups 1 or C (depthwise)")
+    plain_w = TensorType((w.shape[0] * ob, w.shape[1] * ib, w.shape[2], w.shape[3]), w.dtype)
+    out = _plain_conv2d(node, [TensorType(unblocked_shape(x.shape), x.dtype), plain_w, *ins[2:]])[0]
+    return [TensorType(blocked_shape(out.shape, block), out.dtype)]
+
+
 def _conv2d(node, ins):
+    block = _layout(node, ins)
+    return _blocked_conv2d(node, ins, block) if block else _plain_conv2d(node, ins)
+
+
+def _plain_conv2d(node, ins):
     x, w = ins[0], ins[1]
     if len(x.shape) != 4 or len(w.shape) != 4:
         raise _fail(node, ins, "x must be 4-D NCHW and weight 4-D OIHW")
@@ -150,6 +183,14 @@ def _softmax(node, ins):
 
 
 def _pool(node, ins):
+    block = _layout(node, ins)
+    if block:
+        x = ins[0]
+        if len(x.shape) != 5 or x.shape[4] != block:
+            raise _fail(node, ins, f"layout {node.attr('layout')!r} needs x 5-D with a last axis of {block}")
+        out = _pool(node.replace(attrs={k: v for k, v in node.attrs.items() if k != "layout"}),
+                    [TensorType(unblocked_shape(x.shape), x.dtype)])[0]
+        return [TensorType(blocked_shape(out.shape, block), x.dtype)]
     x = ins[0]
     if len(x.shape) != 4:
         raise _fail(node, ins, "x must be 4-D NCHW")
@@ -245,6 +286,20 @@ def _concat(node, ins):
     return [TensorType(first[:axis] + (total,) + first[axis + 1:], ins[0].dtype)]
 
 
+def _layout_transform(node, ins):
+    x = ins[0]
+    try:
+        src, dst = block_of(node.attr("src")), block_of(node.attr("dst"))
+    except ShapeError as e:
+        raise _fail(node, ins, str(e)) from None
+    if len(x.shape) != (5 if src else 4) or (src and x.shape[4] != src):
+        raise _fail(node, ins, f"x does not have the src layout {node.attr('src')!r}")
+    plain = unblocked_shape(x.shape) if src else x.shape
+    if dst and plain[1] % dst:
+        raise _fail(node, ins, f"{plain[1]} channels do not split into blocks of {dst}")
+    return [TensorType(blocked_shape(plain, dst) if dst else plain, x.dtype)]
+
+
 def _binary(node, ins):
     shape = broadcast_shapes(ins[0].shape, ins[1].shape)
     if shape is None:
@@ -259,8 +314,12 @@ def _same(node, ins):
 _RULES = {
     "conv2d": _conv2d, "dense": _dense, "matmul": _matmul, "batch_norm": _batch_norm, "layer_norm": _layer_norm,
     "softmax": _softmax, "max_pool2d": _pool, "avg_pool2d": _pool, "mean": _mean, "reshape": _reshape,
-    "permute": _permute, "pad": _pad, "concat": _concat,
+    "permute": _permute, "pad": _pad, "concat": _concat, "layout_transform": _layout_transform,
 }
+
+
+# Ops that read and write packed NCHW{b}c data when their `layout` attribute says so.
+_LAYOUT_OPS = ("conv2d", "max_pool2d", "avg_pool2d")
 
 
 def infer_node(node: Node, ins: list[TensorType]) -> list[TensorType]:
@@ -278,8 +337,9 @@ def infer_node(node: Node, ins: list[TensorType]) -> list[TensorType]:
                                                                                                    "max", "axes")]
     if missing:
         raise _fail(node, ins, f"missing required attributes {missing}")
-    if node.attr("layout", "NCHW") != "NCHW":
-        raise _fail(node, ins, f"layout {node.attr('layout')!r} is not inferred here; valid: 'NCHW'")
+    if node.attr("layout", "NCHW") != "NCHW" and node.op not in _LAYOUT_OPS:
+        raise _fail(node, ins, f"layout {node.attr('layout')!r} is only for {', '.join(_LAYOUT_OPS)}; valid "
+                               "here: 'NCHW'")
     if len(node.outputs) != 1:
         raise _fail(node, ins, f"writes {len(node.outputs)} values; every graph op writes exactly one")
     if node.op in _RULES:

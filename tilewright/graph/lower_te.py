@@ -97,9 +97,13 @@ def _conv2d(node: Node, a: list[Tensor], name: str) -> Tensor:
     bias = a[2] if len(a) > 2 else None
     top, left, bottom, right = node.attr("padding", (0, 0, 0, 0))
     stride, dilation, groups = node.attr("stride", (1, 1)), node.attr("dilation", (1, 1)), node.attr("groups", 1)
+    tail = [0] * (x.ndim - 4)  # the channel block of packed NCHW{b}c data
     if (top, left) != (bottom, right):  # asymmetric (TF/ONNX 'SAME'): pad explicitly, convolve without padding
-        x = pad_axes(x, [0, 0, top, left], [0, 0, bottom, right], 0, name=f"{name}_apad")
+        x = pad_axes(x, [0, 0, top, left, *tail], [0, 0, bottom, right, *tail], 0, name=f"{name}_apad")
         top = left = 0
+    if tail:
+        packed = ops.depthwise_conv2d_nchwc if groups > 1 else ops.conv2d_nchwc
+        return packed(x, w, bias, stride=stride, padding=(top, left), dilation=dilation, name=name)
     # depthwise: as fast as conv2d(groups=C) by default schedule (both ~33 us at 64x28x28, 3x3), simpler to read
     if groups > 1 and groups == x.shape[1] and w.shape[1] == 1:
         return ops.depthwise_conv2d(x, w, bias, stride=stride, padding=(top, left), dilation=dilation, name=name)
@@ -126,10 +130,14 @@ def _pool(node: Node, a: list[Tensor], name: str) -> Tensor:
     top, left, bottom, right = node.attr("padding", (0, 0, 0, 0))
     kernel, stride, ceil_mode = node.attr("kernel"), node.attr("stride"), node.attr("ceil_mode", False)
     is_max = node.op == "max_pool2d"
+    tail = [0] * (x.ndim - 4)  # the channel block of packed NCHW{b}c data
     if not is_max and not node.attr("count_include_pad", True) and (top, left) != (bottom, right):
+        if tail:
+            raise ShapeError(f"node '{node.name}': uneven average pooling without the padding in the count "
+                             f"is not lowered on packed data; keep this node NCHW")
         return _avg_pool_uneven(x, (top, left, bottom, right), kernel, stride, ceil_mode, name)
     if (top, left) != (bottom, right):
-        x = pad_axes(x, [0, 0, top, left], [0, 0, bottom, right], -math.inf if is_max else 0.0,
+        x = pad_axes(x, [0, 0, top, left, *tail], [0, 0, bottom, right, *tail], -math.inf if is_max else 0.0,
                      name=f"{name}_apad")
         top = left = 0
     if is_max:
@@ -271,6 +279,7 @@ _LOWER = {
     "permute": lambda n, a, name: ops.permute(a[0], n.attr("dims"), name=name),
     "pad": _pad,
     "concat": _concat,
+    "layout_transform": lambda n, a, name: ops.layout_transform(a[0], n.attr("src"), n.attr("dst"), name=name),
 }
 
 LOWERED_OPS = frozenset(_LOWER)

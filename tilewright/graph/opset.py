@@ -2,7 +2,9 @@
 their defaults, and its fusion pattern (TVM section 2: injective, reduction,
 complex-out-fusable, opaque). Frontends map ATen/ONNX ops onto these names;
 shape inference (`infer.py`) and lowering to te (`lower_te.py`) cover exactly
-this set. Layout is NCHW unless an op's `layout` attribute says otherwise."""
+this set. Layout is NCHW unless an op's `layout` attribute says otherwise: conv2d
+and pooling with layout 'NCHW{b}c' read and write packed 5-D data (a conv's
+weight then is OIHW{ib}i{ob}o), see `graph/blocked.py` and `graph/layout.py`."""
 
 from __future__ import annotations
 
@@ -67,6 +69,8 @@ _SPECS = [
     OpSpec("pad", ("x",), {"pads": None, "value": 0.0}, Pattern.INJECTIVE,
            "pads: (before_0, ..., before_n-1, after_0, ..., after_n-1)"),
     OpSpec("concat", ("x*",), {"axis": 0}, Pattern.INJECTIVE, "x*: one or more inputs"),
+    OpSpec("layout_transform", ("x",), {"src": None, "dst": None}, Pattern.INJECTIVE,
+           "re-pack between 'NCHW' and 'NCHW{b}c' (graph/layout.py inserts these)"),
     *(OpSpec(n, ("x",), {}, Pattern.INJECTIVE, d) for n, d in _UNARY.items()),
     *(OpSpec(n, ("a", "b"), {}, Pattern.INJECTIVE, "NumPy broadcasting") for n in _BINARY),
 ]

@@ -12,6 +12,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ..errors import EvaluationError
+from . import blocked
 from .infer import pair, pool_out, quad, reduce_axes, reshape_target
 from .ir import Graph, Node, TensorType
 from .opset import spec
@@ -181,6 +182,12 @@ _BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divi
 
 def _evaluate(node: Node, xs: list[np.ndarray]) -> np.ndarray:
     op, a = node.op, dict(node.attrs)
+    block = blocked.block_of(a.pop("layout", None))
+    if block:  # packed data: the same op on NCHW, packed again
+        plain = [blocked.from_blocked(xs[0]), *(blocked.unpack_weight(x) if x.ndim == 6 else x for x in xs[1:])]
+        return blocked.to_blocked(_evaluate(node.replace(attrs=a), plain), block)
+    if op == "layout_transform":
+        return blocked.transform(xs[0], a["src"], a["dst"])
     if op in _UNARY:
         return _UNARY[op](xs[0])
     if op in _BINARY:

@@ -9,7 +9,7 @@ from .conv import conv1d, conv2d, conv3d
 from .conv_transpose import conv_transpose1d, conv_transpose2d, conv_transpose3d
 from .depthwise import depthwise_conv2d
 from .elementwise import add, bias_add, div, maximum, minimum, mul, sub
-from .layout import conv2d_nchwc, layout_transform
+from .layout import conv2d_nchwc, depthwise_conv2d_nchwc, layout_transform
 from .matmul import batch_matmul, bmm, gemm, gemv, matmul, mm, mv
 from .normalization import batch_norm, layer_norm, log_softmax, softmax
 from .pad import pad
@@ -20,8 +20,8 @@ from .shift import shift_conv2d
 __all__ = [
     "adaptive_avg_pool2d", "add", "avg_pool2d", "batch_matmul", "batch_norm", "bias_add", "bilinear",
     "block_circulant", "bmm", "conv1d", "conv2d", "conv2d_nchwc", "conv3d", "conv_transpose1d", "conv_transpose2d",
-    "conv_transpose3d", "depthwise_conv2d", "div", "flatten", "gelu", "gemm", "gemv", "global_avg_pool2d",
-    "hardswish", "layer_norm", "layout_transform", "leaky_relu", "log_softmax", "matmul", "max_pool2d", "maximum",
-    "minimum", "mm", "mul", "mv", "pad", "permute", "relu", "reshape", "shift_conv2d", "sigmoid", "silu", "softmax",
-    "softplus", "sub", "tanh", "transpose",
+    "conv_transpose3d", "depthwise_conv2d", "depthwise_conv2d_nchwc", "div", "flatten", "gelu", "gemm", "gemv",
+    "global_avg_pool2d", "hardswish", "layer_norm", "layout_transform", "leaky_relu", "log_softmax", "matmul",
+    "max_pool2d", "maximum", "minimum", "mm", "mul", "mv", "pad", "permute", "relu", "reshape", "shift_conv2d",
+    "sigmoid", "silu", "softmax", "softplus", "sub", "tanh", "transpose",
 ]

@@ -147,3 +147,41 @@ def conv2d_nchwc(x: Tensor, w: Tensor, bias: Tensor | None = None, stride=1, pad
     shape = (x.shape[0], out_blocks, *out_spatial, block)
     acc = compute(shape, named_axes(body, names), name=name if bias is None else f"{name}_sum")
     return add_bias(acc, bias, lambda n, o, h, w_, oi: o * block + oi, names, name)
+
+
+def depthwise_conv2d_nchwc(x: Tensor, w: Tensor, bias: Tensor | None = None, stride=1, padding=0, dilation=1,
+                           name: str = "depthwise_conv2d_nchwc") -> Tensor:
+    """Depthwise convolution on packed data, vectorizable over the channel block:
+    x [N, C/b, H, W, b] (NCHW{b}c), w [C/b, 1, KH, KW, 1, b] (OIHW1i{b}o: one input
+    channel per group), bias [C] -> [N, C/b, OH, OW, b]. Channel multiplier 1."""
+    op = "depthwise_conv2d_nchwc"
+    expect_tensor(x, op, "input")
+    expect_tensor(w, op, "weight")
+    expect_ndim(x, 5, op, "input", "NCHW{b}c: N, C/b, H, W, b")
+    expect_ndim(w, 6, op, "weight", "OIHW1i{b}o: C/b, 1, KH, KW, 1, b")
+    expect_same_dtype(x, w, op, "weight")
+    if (w.shape[0], w.shape[1], w.shape[4], w.shape[5]) != (x.shape[1], 1, 1, x.shape[4]):
+        raise ShapeError(
+            f"{op}: weight '{w.name}' (shape {list(w.shape)}) must have shape [{x.shape[1]}, 1, KH, KW, 1, "
+            f"{x.shape[4]}] to match input '{x.name}' (shape {list(x.shape)}): one {x.shape[4]}-channel block "
+            f"per input block, one input channel per group"
+        )
+    stride = ntuple(stride, 2, op, "stride", 1)
+    dilation = ntuple(dilation, 2, op, "dilation", 1)
+    kernel = w.shape[2:4]
+    before, after = conv_padding(padding, kernel, stride, dilation, op)
+    out_spatial = out_sizes(x, x.shape[2:4], kernel, stride, before, after, dilation, ("h", "w"), op)
+    block = x.shape[4]
+    check_bias(bias, x, x.shape[1] * block, op)
+
+    data = pad_axes(x, [0, 0, *before, 0], [0, 0, *after, 0], 0, name=f"{name}_pad")
+    rh, rw = reduce_axis(kernel[0], "rh"), reduce_axis(kernel[1], "rw")
+    (sh, sw), (dh, dw) = stride, dilation
+
+    def body(n, c, h, w_, ci):
+        return te_sum(data[n, c, h * sh + rh * dh, w_ * sw + rw * dw, ci] * w[c, 0, rh, rw, 0, ci], axis=[rh, rw])
+
+    names = ("n", "c", "h", "w", "c_inner")
+    shape = (x.shape[0], x.shape[1], *out_spatial, block)
+    acc = compute(shape, named_axes(body, names), name=name if bias is None else f"{name}_sum")
+    return add_bias(acc, bias, lambda n, c, h, w_, ci: c * block + ci, names, name)

@@ -1,5 +1,6 @@
-"""2-D pooling over the last two axes of NCHW (or CHW) tensors, with PyTorch's
-exact output sizes and window rules.
+"""2-D pooling over the spatial axes of NCHW (or CHW) tensors, with PyTorch's
+exact output sizes and window rules. Max and average pooling also take packed
+NCHW{b}c data (5-D: the channel block innermost, pooled lane by lane).
 
 Output size along an axis (torch's pooling_output_shape):
     out = floor((size + 2*pad - dilation*(kernel-1) - 1 [+ stride-1 if ceil_mode]) / stride) + 1
@@ -31,13 +32,40 @@ from .params import named_axes, ntuple, require_float
 _AXES = ("h", "w")
 
 
-def _check_input(op: str, x: Tensor) -> None:
-    if x.ndim not in (3, 4):
-        raise ShapeError(f"{op}: input '{x.name}' must be 3-D (C, H, W) or 4-D (N, C, H, W), got shape {list(x.shape)}")
+def _check_input(op: str, x: Tensor, packed: bool = False) -> None:
+    if x.ndim not in (3, 4, 5) or (x.ndim == 5 and not packed):
+        also = " or 5-D NCHW{b}c (N, C/b, H, W, b)" if packed else ""
+        raise ShapeError(f"{op}: input '{x.name}' must be 3-D (C, H, W) or 4-D (N, C, H, W){also}, "
+                         f"got shape {list(x.shape)}")
 
 
 def _out_names(x: Tensor) -> list[str]:
-    return (["n", "c"] if x.ndim == 4 else ["c"]) + ["oh", "ow"]
+    return {3: ["c"], 4: ["n", "c"], 5: ["n", "c"]}[x.ndim] + ["oh", "ow"] + (["c_inner"] if x.ndim == 5 else [])
+
+
+def _lead(x: Tensor) -> int:
+    """Axes before the spatial pair (the packed channel block of NCHW{b}c follows it)."""
+    return 2 if x.ndim == 5 else x.ndim - 2
+
+
+def _spatial(x: Tensor) -> tuple[int, int]:
+    lead = _lead(x)
+    return x.shape[lead], x.shape[lead + 1]
+
+
+def _at(idx, lead: int, h, w) -> tuple:
+    """`idx` with its spatial pair replaced by (h, w)."""
+    return tuple(idx[:lead]) + (h, w) + tuple(idx[lead + 2:])
+
+
+def _pads(x: Tensor, before, after) -> tuple[list, list]:
+    lead, trail = _lead(x), x.ndim - _lead(x) - 2
+    return [0] * lead + list(before) + [0] * trail, [0] * lead + list(after) + [0] * trail
+
+
+def _out_shape(x: Tensor, out) -> tuple:
+    lead = _lead(x)
+    return x.shape[:lead] + tuple(out) + x.shape[lead + 2:]
 
 
 def pool_out_size(op: str, size: int, kernel: int, stride: int, pad: int, dilation: int, ceil_mode: bool,
@@ -57,12 +85,12 @@ def pool_out_size(op: str, size: int, kernel: int, stride: int, pad: int, dilati
 
 
 def _params(op: str, x: Tensor, kernel_size, stride, padding, dilation, ceil_mode):
-    _check_input(op, x)
+    _check_input(op, x, packed=True)
     k = ntuple(kernel_size, 2, op, "kernel_size", 1)
     s = k if stride is None else ntuple(stride, 2, op, "stride", 1)
     p = ntuple(padding, 2, op, "padding", 0)
     d = ntuple(dilation, 2, op, "dilation", 1)
-    size = x.shape[-2:]
+    size = _spatial(x)
     out = tuple(pool_out_size(op, size[a], k[a], s[a], p[a], d[a], ceil_mode, _AXES[a]) for a in range(2))
     # Right padding actually read by the last window (may be less than p, or more in ceil_mode).
     after = tuple(max(0, (out[a] - 1) * s[a] + d[a] * (k[a] - 1) + 1 - size[a] - p[a]) for a in range(2))
@@ -77,15 +105,15 @@ def max_pool2d(x: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_
                name: str = "max_pool2d") -> Tensor:
     """torch.nn.functional.max_pool2d (without return_indices); any numeric dtype."""
     k, s, p, d, out, after = _params("max_pool2d", x, kernel_size, stride, padding, dilation, ceil_mode)
-    lead = x.ndim - 2
-    xp = pad_axes(x, [0] * lead + list(p), [0] * lead + list(after), _lowest(x), name=f"{name}_pad")
+    lead = _lead(x)
+    xp = pad_axes(x, *_pads(x, p, after), _lowest(x), name=f"{name}_pad")
     rh, rw = reduce_axis(k[0], "rh"), reduce_axis(k[1], "rw")
 
     def body(*idx):
-        oh, ow = idx[-2:]
-        return max_of(xp[idx[:-2] + (oh * s[0] + rh * d[0], ow * s[1] + rw * d[1])], axis=[rh, rw])
+        oh, ow = idx[lead:lead + 2]
+        return max_of(xp[_at(idx, lead, oh * s[0] + rh * d[0], ow * s[1] + rw * d[1])], axis=[rh, rw])
 
-    return compute(x.shape[:-2] + out, named_axes(body, _out_names(x)), name=name)
+    return compute(_out_shape(x, out), named_axes(body, _out_names(x)), name=name)
 
 
 def _window_count(o, size: int, kernel: int, stride: int, pad: int, include_pad: bool):
@@ -109,17 +137,17 @@ def avg_pool2d(x: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool =
         isinstance(divisor_override, bool) or not isinstance(divisor_override, int) or divisor_override == 0
     ):
         raise ShapeError(f"{op}: divisor_override must be a nonzero int, got {divisor_override!r}")
-    lead = x.ndim - 2
-    xp = pad_axes(x, [0] * lead + list(p), [0] * lead + list(after), 0, name=f"{name}_pad")
+    lead = _lead(x)
+    xp = pad_axes(x, *_pads(x, p, after), 0, name=f"{name}_pad")
     rh, rw = reduce_axis(k[0], "rh"), reduce_axis(k[1], "rw")
     names = _out_names(x)
 
     def sum_body(*idx):
-        oh, ow = idx[-2:]
-        return sum_of(xp[idx[:-2] + (oh * s[0] + rh, ow * s[1] + rw)], axis=[rh, rw])
+        oh, ow = idx[lead:lead + 2]
+        return sum_of(xp[_at(idx, lead, oh * s[0] + rh, ow * s[1] + rw)], axis=[rh, rw])
 
-    total = compute(x.shape[:-2] + out, named_axes(sum_body, names), name=f"{name}_sum")
-    size = x.shape[-2:]
+    total = compute(_out_shape(x, out), named_axes(sum_body, names), name=f"{name}_sum")
+    size = _spatial(x)
     # The divisor is the constant kernel area unless some window is clipped.
     clipped = any(after[a] > p[a] for a in range(2)) or (not count_include_pad and any(p))
 
@@ -131,7 +159,7 @@ def avg_pool2d(x: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool =
         counts = [_window_count(idx[lead + a], size[a], k[a], s[a], p[a], count_include_pad) for a in range(2)]
         return total[idx] / cast(counts[0] * counts[1], x.dtype)
 
-    return compute(x.shape[:-2] + out, named_axes(body, names), name=name)
+    return compute(_out_shape(x, out), named_axes(body, names), name=name)
 
 
 def _adaptive_window(o, size: int, out: int):

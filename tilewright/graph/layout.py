@@ -1,0 +1,169 @@
+"""The layout pass (TVM section 2): chosen convolutions run on packed NCHW{b}c
+data, vectorized over the channel block, with their weights packed once here
+(constants) and layout transforms only where packed and plain data meet.
+
+Packed values flow through the ops that do not care or have a packed form:
+pooling, elementwise ops, a binary op whose operands are both packed (or one
+is a per-channel constant, packed here too), the spatial mean. Every other
+reader gets the NCHW value back from one transform, which writes the value's
+original name, so the graph's outputs and NCHW readers are unchanged; a value
+is converted at most once per layout, so no transform pair is ever emitted
+back to back."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from . import blocked
+from .fusion import is_elementwise
+from .infer import infer_types, reduce_axes
+from .ir import FreshNames, Graph, Node, TensorType
+from .opset import OPS
+
+_PACKED_READERS = frozenset({"max_pool2d", "avg_pool2d"})
+
+
+def conv_block(graph: Graph, node: Node, block: int) -> int:
+    """The input block of `node` if it can run packed with output blocks of `block`, else 0:
+    a 2-D convolution with constant weights whose output channels split into blocks, and
+    either groups 1 with input channels that split too (or fewer than one block: the first
+    layer's 3 channels form one block) or a depthwise one (multiplier 1)."""
+    if node.op != "conv2d" or block < 2 or not graph.is_constant(node.inputs[1]):
+        return 0
+    x, w = graph.type_of(node.inputs[0]), graph.type_of(node.inputs[1])
+    if len(x.shape) != 4 or len(w.shape) != 4 or x.dtype not in ("float32", "float64"):
+        return 0
+    c, o, groups = x.shape[1], w.shape[0], int(node.attr("groups", 1))
+    if o % block:
+        return 0
+    if groups == 1:
+        return block if c % block == 0 else (c if c < block else 0)
+    return block if groups == c == o and w.shape[1] == 1 and c % block == 0 else 0
+
+
+def depthwise_only(graph: Graph, node: Node, block: int) -> bool:
+    return int(node.attr("groups", 1)) > 1
+
+
+def every_conv(graph: Graph, node: Node, block: int) -> bool:
+    return True
+
+
+POLICIES: dict[str, Callable[[Graph, Node, int], bool]] = {"depthwise": depthwise_only, "all": every_conv}
+
+
+def convert_layout(graph: Graph, block: int, policy: str | Callable = "all") -> Graph:
+    """`graph` with the convolutions that `policy` picks (among those `conv_block`
+    allows) on NCHW{block}c data; `policy` is a name of POLICIES or a function
+    (graph, conv node, block) -> bool. Needs `graph.types`; returns a typed graph."""
+    pick = POLICIES[policy] if isinstance(policy, str) else policy
+    fresh = FreshNames.of(graph)
+    constants = dict(graph.constants)
+    nodes: list[Node] = []
+    packed: dict[str, dict[int, str]] = {}  # NCHW value -> {block: packed value}
+    only_packed: set[str] = set()  # values whose NCHW form is not written yet
+
+    def add_constant(base: str, arr: np.ndarray) -> str:
+        v = fresh(base)
+        constants[v] = np.ascontiguousarray(arr)
+        nodes.append(Node("constant", (), (v,), name=v))
+        return v
+
+    def plain(v: str) -> str:
+        if v in only_packed:
+            b, pv = next(iter(packed[v].items()))
+            nodes.append(Node("layout_transform", (pv,), (v,), {"src": blocked.blocked(b), "dst": "NCHW"},
+                              name=fresh(f"{v}_to_nchw")))
+            only_packed.discard(v)
+        return v
+
+    def as_packed(v: str, b: int) -> str:
+        forms = packed.setdefault(v, {})
+        if b not in forms:
+            if graph.is_constant(v):
+                forms[b] = add_constant(f"{v}_nchw{b}c", pack_constant(graph.constants[v], b))
+            else:
+                src = plain(v)
+                forms[b] = fresh(f"{v}_nchw{b}c")
+                nodes.append(Node("layout_transform", (src,), (forms[b],), {"src": "NCHW", "dst": blocked.blocked(b)},
+                                  name=forms[b]))
+        return forms[b]
+
+    def write_packed(node: Node, inputs: tuple[str, ...], b: int, attrs=None) -> None:
+        v = node.outputs[0]
+        pv = fresh(f"{v}_nchw{b}c")
+        nodes.append(node.replace(inputs=inputs, outputs=(pv,), attrs=attrs if attrs is not None else node.attrs))
+        packed[v] = {b: pv}
+        only_packed.add(v)
+
+    def packed_block(v: str) -> int:
+        return next(iter(packed[v])) if v in only_packed else 0
+
+    for node in graph.nodes:
+        ins = node.inputs
+        if node.op == "constant":
+            nodes.append(node)
+            continue
+        in_block = conv_block(graph, node, block) if node.op == "conv2d" else 0
+        if in_block and pick(graph, node, block):
+            w = graph.constants[ins[1]]
+            ib = 1 if int(node.attr("groups", 1)) > 1 else in_block
+            wp = add_constant(f"{ins[1]}_oihw{ib}i{block}o", blocked.pack_weight(w, ib, block))
+            attrs = {**node.attrs, "layout": blocked.blocked(block)}
+            write_packed(node, (as_packed(ins[0], in_block), wp, *ins[2:]), block, attrs)
+            continue
+        b = packed_block(ins[0]) if ins else 0
+        if b and _keeps_packed(graph, node, b):
+            attrs = {**node.attrs, "layout": blocked.blocked(b)} if node.op in _PACKED_READERS else \
+                {**node.attrs, "axes": (2, 3)} if node.op == "mean" else None
+            write_packed(node, tuple(as_packed(v, b) for v in ins), b, attrs)
+            continue
+        if b == 0 and len(ins) == 2 and packed_block(ins[1]) and _keeps_packed(graph, node, packed_block(ins[1])):
+            b = packed_block(ins[1])
+            write_packed(node, tuple(as_packed(v, b) for v in ins), b)
+            continue
+        nodes.append(node.replace(inputs=tuple(plain(v) for v in ins)))
+    for v in graph.outputs:
+        plain(v)
+    return infer_types(graph.replace(nodes=nodes, constants=constants, types=dict(graph.types)))
+
+
+def _keeps_packed(graph: Graph, node: Node, b: int) -> bool:
+    """Whether `node`, whose (first packed) input is packed by `b`, can read and write packed data."""
+    x = graph.type_of(node.inputs[0])
+    if node.op in _PACKED_READERS:
+        return len(x.shape) == 4 and (node.op == "max_pool2d" or node.attr("count_include_pad", True)
+                                      or tuple(node.attr("padding", (0, 0, 0, 0)))[:2]
+                                      == tuple(node.attr("padding", (0, 0, 0, 0)))[2:])
+    if node.op == "mean":
+        return len(x.shape) == 4 and node.attr("keepdims", True) and reduce_axes(node, 4) == (2, 3)
+    if not is_elementwise(node) or node.op == "layout_transform" or OPS[node.op].inputs[-1].endswith("*"):
+        return False
+    out = graph.type_of(node.outputs[0]).shape
+    if len(out) != 4:
+        return False
+    for v in node.inputs:
+        t = graph.type_of(v)
+        if t.shape == out:
+            continue
+        if not graph.is_constant(v) or not _per_channel(t, out):
+            return False
+    return True
+
+
+def _per_channel(t: TensorType, out: tuple[int, ...]) -> bool:
+    """A constant that broadcasts against NCHW `out` with one value per channel (or one in all)."""
+    shape = (1,) * (4 - len(t.shape)) + t.shape if len(t.shape) <= 4 else None
+    return shape is not None and shape[0] == 1 and shape[1] in (1, out[1]) and shape[2:] == (1, 1)
+
+
+def pack_constant(arr: np.ndarray, b: int) -> np.ndarray:
+    """A per-channel constant (broadcasting against NCHW) in the NCHW{b}c form that broadcasts alike."""
+    shape = (1,) * (4 - arr.ndim) + arr.shape
+    a = arr.reshape(shape)
+    return blocked.to_blocked(a, b) if shape[1] > 1 else a.reshape(1, 1, 1, 1, 1)
+
+
+__all__ = ["convert_layout", "conv_block", "POLICIES", "pack_constant"]
