@@ -164,8 +164,9 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--baselines", default="eager,compile,ort",
                    help="models: which of eager, compile (torch.compile), ort (ONNX Runtime) to time")
     b.add_argument("--reduced", action="store_true", help="models: the reduced sizes of the tests")
-    b.add_argument("--layout", default="NCHW", choices=["NCHW", "NCHWc", "depthwise"],
-                   help="models: which convolutions run on packed NCHW{b}c data (tw.compile's layout option)")
+    b.add_argument("--layout", default="auto", choices=["auto", "NCHW", "NCHWc", "depthwise"],
+                   help="models: which convolutions run on packed NCHW{b}c data (tw.compile's layout option; "
+                        "auto: the faster of NCHW and NCHWc, measured on the model before tuning)")
     b.add_argument("--ops", help="comma-separated suite operators (default: all with a PyTorch baseline; "
                                  "resnet50: its conv layers)")
     b.add_argument("--isa", default="native", help="restrict our kernels to an ISA level (avx2 on an AVX-512 "

@@ -8,9 +8,8 @@ from graph_cases import Builder, random_array, random_inputs, residual_block
 import tilewright as tw
 from tilewright.graph import blocked
 from tilewright.graph.compile import compile as tw_compile
-from tilewright.graph.compile import pack_layout
 from tilewright.graph.infer import infer_types
-from tilewright.graph.layout import convert_layout
+from tilewright.graph.layout import convert_layout, pack_layout
 from tilewright.graph.reference import run_reference
 from tilewright.targets import ISA_FEATURES, Target
 
@@ -124,3 +123,25 @@ def test_numpy_layout_helpers_round_trip():
     np.testing.assert_array_equal(blocked.unpack_weight(blocked.pack_weight(w, 4, 8)), w)
     packed = blocked.pack_weight(w, 4, 8)
     assert packed[1, 0, 2, 1, 3, 5] == w[1 * 8 + 5, 0 * 4 + 3, 2, 1]
+
+
+def test_auto_layout_measures_both_builds_and_keeps_one(tmp_path, capsys):
+    from tilewright.graph.layout_choice import choose_layout
+    from tilewright.records import Records
+
+    graph = infer_types(inverted_residual(c=8, h=8))
+    choice = choose_layout(graph, AVX2, Records(tmp_path / "r.db"), progress=True)
+    assert choice in ("NCHW", "NCHWc")
+    assert f"layout: {choice} (NCHW " in capsys.readouterr().out
+    module = tw_compile(graph, target=AVX2, trials=0, records=tmp_path / "r.db", progress=False)
+    assert module.layout in ("NCHW", "NCHWc")
+    inputs = random_inputs(graph)
+    for got, want in zip(module(*inputs), run_reference(graph, inputs), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_auto_layout_builds_nothing_without_a_packable_convolution(tmp_path, monkeypatch):
+    from tilewright.graph import layout_choice
+
+    monkeypatch.setattr("tilewright.graph.module.build_module", None)  # a build would fail loudly
+    assert layout_choice.choose_layout(residual_block(c=4), AVX2, None) == "NCHW"

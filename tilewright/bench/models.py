@@ -29,7 +29,7 @@ RTOL, ATOL = 1e-3, 1e-3
 class ModelResult:
     model: str
     input_shape: tuple
-    layout: str = "NCHW"  # compile's layout option: which convolutions ran packed
+    layout: str = "NCHW"  # which convolutions ran packed (compile's layout; "auto" resolved)
     ours_s: float | None = None
     tune_s: float = 0.0
     tasks: int = 0
@@ -69,7 +69,7 @@ def _check(name: str, got: np.ndarray, want: np.ndarray) -> float:
 
 def run_model(name: str, trials: int, threads: int, records: Records, reduced: bool = False,
               baselines=("eager", "compile", "ort"), progress: bool = True, seed: int = 0,
-              layout: str = "NCHW") -> ModelResult:
+              layout: str = "auto") -> ModelResult:
     import torch
 
     from ..graph.compile import compile as compile_model
@@ -87,6 +87,7 @@ def run_model(name: str, trials: int, threads: int, records: Records, reduced: b
     module = compile_model(model, [torch.from_numpy(x)], target=bench_target(threads), trials=trials,
                            records=records, progress=progress, seed=seed, name=name, layout=layout)
     row.tune_s = time.perf_counter() - start
+    row.layout = module.layout
     row.tasks = len(module.tasks)
     row.new_trials, row.reused_records = module.tuning["trials"], module.tuning["reused"]
     out = module(x)
@@ -120,7 +121,7 @@ def run_model(name: str, trials: int, threads: int, records: Records, reduced: b
 
 def run_models(models=None, trials: int = 200, threads: int | None = None, out: Path | str = "results",
                records=None, reduced: bool = False, baselines=("eager", "compile", "ort"),
-               progress: bool = True, name: str = "models", layout: str = "NCHW") -> dict:
+               progress: bool = True, name: str = "models", layout: str = "auto") -> dict:
     from ..models import MODELS
 
     target = bench_target(threads)

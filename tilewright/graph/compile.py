@@ -7,17 +7,20 @@ kernel built per task from the best record or the default schedule."""
 from __future__ import annotations
 
 from .ir import Graph
+from .layout import pack_layout
 from .module import Module, build_module
 from .tasks import extract_tasks, lower_partition
 
 
 def compile(model, example_inputs=None, target="cpu", trials: int = 0, records=None,  # noqa: A001 (as torch.compile)
-            progress: bool = True, name: str | None = None, layout: str = "NCHW", **tune_options) -> Module:
+            progress: bool = True, name: str | None = None, layout: str = "auto", **tune_options) -> Module:
     """Compile a Graph or a torch.nn.Module (with `example_inputs`) for `target`.
     `trials`: the model's total tuning budget (0: default schedules, no measuring).
     `layout`: "NCHW" (every convolution on the caller's layout), "NCHWc" (every
-    convolution that can, on NCHW{b}c data with b the target's fp32 vector lanes) or
-    "depthwise" (only depthwise convolutions packed); see `graph/layout.py`.
+    convolution that can, on NCHW{b}c data with b the target's fp32 vector lanes),
+    "depthwise" (only depthwise convolutions packed; see `graph/layout.py`), or "auto":
+    the faster of NCHW and NCHWc, measured on the whole model built from the records
+    as they stand (default schedules where there are none), before any tuning.
     `name`: the model's name in progress lines and summaries (default: its class name).
     `records`: a record store or path (default: the user cache); tuning writes to it
     and the build reads from it. `tune_options` go to `tw.tune` (seed, timeout, cost_model, ...)."""
@@ -30,11 +33,15 @@ def compile(model, example_inputs=None, target="cpu", trials: int = 0, records=N
     tgt = as_target(target)
     graph = model if isinstance(model, Graph) else _from_torch(model, example_inputs, name)
     graph = optimize(infer_types(graph))
+    store = records if isinstance(records, Records) else Records(records)
+    if layout == "auto":
+        from .layout_choice import choose_layout
+
+        layout = choose_layout(graph, tgt, store, progress=progress)
     graph = pack_layout(graph, layout, tgt.vector_lanes(4))
     partition = fuse(graph)
     programs = lower_partition(partition)
     tasks = extract_tasks(partition, programs)
-    store = records if isinstance(records, Records) else Records(records)
     tuning = {"trials": 0, "reused": 0, "seconds": 0.0}
     if trials > 0:
         from .scheduler import tune_tasks
@@ -43,23 +50,8 @@ def compile(model, example_inputs=None, target="cpu", trials: int = 0, records=N
     with store:
         module = build_module(partition, tgt, programs, tasks)
     module.tuning = tuning  # new trials measured, records reused, seconds: what this compile cost
+    module.layout = layout
     return module
-
-
-LAYOUTS = {"NCHW": None, "NCHWc": "all", "depthwise": "depthwise"}
-
-
-def pack_layout(graph: Graph, layout: str, block: int) -> Graph:
-    """`graph` with the convolutions that `layout` names on NCHW{block}c data (dead constants dropped)."""
-    from ..errors import ShapeError
-    from .cleanup import eliminate_dead_code
-    from .layout import convert_layout
-
-    if layout not in LAYOUTS:
-        raise ShapeError(f"compile: layout {layout!r} is not one of {', '.join(map(repr, LAYOUTS))}")
-    if LAYOUTS[layout] is None or block < 2:
-        return graph
-    return eliminate_dead_code(convert_layout(graph, block, LAYOUTS[layout]))
 
 
 def _from_torch(model, example_inputs, name: str | None) -> Graph:

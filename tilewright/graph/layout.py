@@ -16,7 +16,9 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..errors import ShapeError
 from . import blocked
+from .cleanup import eliminate_dead_code
 from .fusion import is_elementwise
 from .infer import infer_types, reduce_axes
 from .ir import FreshNames, Graph, Node, TensorType
@@ -52,6 +54,18 @@ def every_conv(graph: Graph, node: Node, block: int) -> bool:
 
 
 POLICIES: dict[str, Callable[[Graph, Node, int], bool]] = {"depthwise": depthwise_only, "all": every_conv}
+
+
+LAYOUTS = {"NCHW": None, "NCHWc": "all", "depthwise": "depthwise"}  # compile's option; "auto": layout_choice.py
+
+
+def pack_layout(graph: Graph, layout: str, block: int) -> Graph:
+    """`graph` with the convolutions that compile's `layout` names on NCHW{block}c data, dead constants dropped."""
+    if layout not in LAYOUTS:
+        raise ShapeError(f"compile: layout {layout!r} is not one of {', '.join(map(repr, [*LAYOUTS, 'auto']))}")
+    if LAYOUTS[layout] is None or block < 2:
+        return graph
+    return eliminate_dead_code(convert_layout(graph, block, LAYOUTS[layout]))
 
 
 def convert_layout(graph: Graph, block: int, policy: str | Callable = "all") -> Graph:
@@ -166,4 +180,4 @@ def pack_constant(arr: np.ndarray, b: int) -> np.ndarray:
     return blocked.to_blocked(a, b) if shape[1] > 1 else a.reshape(1, 1, 1, 1, 1)
 
 
-__all__ = ["convert_layout", "conv_block", "POLICIES", "pack_constant"]
+__all__ = ["convert_layout", "conv_block", "pack_layout", "LAYOUTS", "POLICIES", "pack_constant"]
