@@ -108,6 +108,19 @@ def layout_transform(t: Tensor, src: str, dst: str, name: str = "layout_transfor
     return compute(shape, named_axes(body, [_axis_name(a, f) for a, f in dst_tokens]), name=name)
 
 
+def _packed_window(x: Tensor, w: Tensor, stride, padding, dilation, op: str, name: str):
+    """The sliding window of a convolution on NCHW{b}c data with a 6-D weight (KH, KW at axes 2, 3):
+    the zero-padded input stage, the output's (OH, OW), the (rh, rw) reduce axes, stride, dilation."""
+    stride = ntuple(stride, 2, op, "stride", 1)
+    dilation = ntuple(dilation, 2, op, "dilation", 1)
+    kernel = w.shape[2:4]
+    before, after = conv_padding(padding, kernel, stride, dilation, op)
+    out_spatial = out_sizes(x, x.shape[2:4], kernel, stride, before, after, dilation, ("h", "w"), op)
+    data = pad_axes(x, [0, 0, *before, 0], [0, 0, *after, 0], 0, name=f"{name}_pad")
+    window = reduce_axis(kernel[0], "rh"), reduce_axis(kernel[1], "rw")
+    return data, out_spatial, window, stride, dilation
+
+
 def conv2d_nchwc(x: Tensor, w: Tensor, bias: Tensor | None = None, stride=1, padding=0, dilation=1,
                  name: str = "conv2d_nchwc") -> Tensor:
     """Convolution on packed data: x [N, C/cb, H, W, cb] (NCHW{cb}c), w [O/ob, C/cb, KH, KW, cb, ob]
@@ -125,19 +138,11 @@ def conv2d_nchwc(x: Tensor, w: Tensor, bias: Tensor | None = None, stride=1, pad
             f"got {w.shape[1]} blocks of {w.shape[4]}; conv2d_nchwc has no groups parameter (grouped convolution "
             f"is not supported on packed data: use conv2d(..., groups=...) on NCHW)"
         )
-    stride = ntuple(stride, 2, op, "stride", 1)
-    dilation = ntuple(dilation, 2, op, "dilation", 1)
-    kernel = w.shape[2:4]
-    before, after = conv_padding(padding, kernel, stride, dilation, op)
-    out_spatial = out_sizes(x, x.shape[2:4], kernel, stride, before, after, dilation, ("h", "w"), op)
     out_blocks, block = w.shape[0], w.shape[5]
     check_bias(bias, x, out_blocks * block, op)
-
-    data = pad_axes(x, [0, 0, *before, 0], [0, 0, *after, 0], 0, name=f"{name}_pad")
+    data, out_spatial, (rh, rw), (sh, sw), (dh, dw) = _packed_window(x, w, stride, padding, dilation, op, name)
     rc = reduce_axis(x.shape[1], "rc")
-    rh, rw = reduce_axis(kernel[0], "rh"), reduce_axis(kernel[1], "rw")
     rci = reduce_axis(x.shape[4], "rc_inner")
-    (sh, sw), (dh, dw) = stride, dilation
 
     def body(n, o, h, w_, oi):
         src = data[n, rc, h * sh + rh * dh, w_ * sw + rw * dw, rci]
@@ -166,17 +171,9 @@ def depthwise_conv2d_nchwc(x: Tensor, w: Tensor, bias: Tensor | None = None, str
             f"{x.shape[4]}] to match input '{x.name}' (shape {list(x.shape)}): one {x.shape[4]}-channel block "
             f"per input block, one input channel per group"
         )
-    stride = ntuple(stride, 2, op, "stride", 1)
-    dilation = ntuple(dilation, 2, op, "dilation", 1)
-    kernel = w.shape[2:4]
-    before, after = conv_padding(padding, kernel, stride, dilation, op)
-    out_spatial = out_sizes(x, x.shape[2:4], kernel, stride, before, after, dilation, ("h", "w"), op)
     block = x.shape[4]
     check_bias(bias, x, x.shape[1] * block, op)
-
-    data = pad_axes(x, [0, 0, *before, 0], [0, 0, *after, 0], 0, name=f"{name}_pad")
-    rh, rw = reduce_axis(kernel[0], "rh"), reduce_axis(kernel[1], "rw")
-    (sh, sw), (dh, dw) = stride, dilation
+    data, out_spatial, (rh, rw), (sh, sw), (dh, dw) = _packed_window(x, w, stride, padding, dilation, op, name)
 
     def body(n, c, h, w_, ci):
         return te_sum(data[n, c, h * sh + rh * dh, w_ * sw + rw * dw, ci] * w[c, 0, rh, rw, 0, ci], axis=[rh, rw])
