@@ -130,8 +130,9 @@ def test_auto_layout_measures_both_builds_and_keeps_one(tmp_path, capsys):
     from tilewright.records import Records
 
     graph = infer_types(inverted_residual(c=8, h=8))
-    choice = choose_layout(graph, AVX2, Records(tmp_path / "r.db"), progress=True)
+    choice, built = choose_layout(graph, AVX2, Records(tmp_path / "r.db"), progress=True)
     assert choice in ("NCHW", "NCHWc")
+    assert built is not None
     assert f"layout: {choice} (NCHW " in capsys.readouterr().out
     module = tw_compile(graph, target=AVX2, trials=0, records=tmp_path / "r.db", progress=False)
     assert module.layout in ("NCHW", "NCHWc")
@@ -144,4 +145,4 @@ def test_auto_layout_builds_nothing_without_a_packable_convolution(tmp_path, mon
     from tilewright.graph import layout_choice
 
     monkeypatch.setattr("tilewright.graph.module.build_module", None)  # a build would fail loudly
-    assert layout_choice.choose_layout(residual_block(c=4), AVX2, None) == "NCHW"
+    assert layout_choice.choose_layout(residual_block(c=4), AVX2, None) == ("NCHW", None)

@@ -34,21 +34,26 @@ def compile(model, example_inputs=None, target="cpu", trials: int = 0, records=N
     graph = model if isinstance(model, Graph) else _from_torch(model, example_inputs, name)
     graph = optimize(infer_types(graph))
     store = records if isinstance(records, Records) else Records(records)
+    built = None  # the module `auto` measured: the result itself when nothing is tuned
     if layout == "auto":
         from .layout_choice import choose_layout
 
-        layout = choose_layout(graph, tgt, store, progress=progress)
-    graph = pack_layout(graph, layout, tgt.vector_lanes(4))
-    partition = fuse(graph)
-    programs = lower_partition(partition)
-    tasks = extract_tasks(partition, programs)
+        layout, built = choose_layout(graph, tgt, store, progress=progress)
     tuning = {"trials": 0, "reused": 0, "seconds": 0.0}
-    if trials > 0:
-        from .scheduler import tune_tasks
+    if built is not None and trials <= 0:
+        module = built
+    else:
+        graph = pack_layout(graph, layout, tgt.vector_lanes(4))
+        partition = fuse(graph)
+        programs = lower_partition(partition)
+        tasks = extract_tasks(partition, programs)
+        if trials > 0:
+            from .scheduler import tune_tasks
 
-        tuning = tune_tasks(tasks, tgt, trials, records=store, progress=progress, model=graph.name, **tune_options)
-    with store:
-        module = build_module(partition, tgt, programs, tasks)
+            tuning = tune_tasks(tasks, tgt, trials, records=store, progress=progress, model=graph.name,
+                                **tune_options)
+        with store:
+            module = build_module(partition, tgt, programs, tasks)
     module.tuning = tuning  # new trials measured, records reused, seconds: what this compile cost
     module.layout = layout
     return module

@@ -53,10 +53,9 @@ def every_conv(graph: Graph, node: Node, block: int) -> bool:
     return True
 
 
-POLICIES: dict[str, Callable[[Graph, Node, int], bool]] = {"depthwise": depthwise_only, "all": every_conv}
-
-
-LAYOUTS = {"NCHW": None, "NCHWc": "all", "depthwise": "depthwise"}  # compile's option; "auto": layout_choice.py
+Policy = Callable[[Graph, Node, int], bool]  # which of the convolutions `conv_block` allows are packed
+LAYOUTS: dict[str, Policy | None] = {"NCHW": None, "NCHWc": every_conv, "depthwise": depthwise_only}
+# compile's `layout` option; "auto" is layout_choice.py
 
 
 def pack_layout(graph: Graph, layout: str, block: int) -> Graph:
@@ -68,11 +67,9 @@ def pack_layout(graph: Graph, layout: str, block: int) -> Graph:
     return eliminate_dead_code(convert_layout(graph, block, LAYOUTS[layout]))
 
 
-def convert_layout(graph: Graph, block: int, policy: str | Callable = "all") -> Graph:
-    """`graph` with the convolutions that `policy` picks (among those `conv_block`
-    allows) on NCHW{block}c data; `policy` is a name of POLICIES or a function
-    (graph, conv node, block) -> bool. Needs `graph.types`; returns a typed graph."""
-    pick = POLICIES[policy] if isinstance(policy, str) else policy
+def convert_layout(graph: Graph, block: int, pick: Policy = every_conv) -> Graph:
+    """`graph` with the convolutions that `pick` chooses (among those `conv_block`
+    allows) on NCHW{block}c data. Needs `graph.types`; returns a typed graph."""
     fresh = FreshNames.of(graph)
     constants = dict(graph.constants)
     nodes: list[Node] = []
@@ -128,15 +125,11 @@ def convert_layout(graph: Graph, block: int, policy: str | Callable = "all") -> 
             attrs = {**node.attrs, "layout": blocked.blocked(block)}
             write_packed(node, (as_packed(ins[0], in_block), wp, *ins[2:]), block, attrs)
             continue
-        b = packed_block(ins[0]) if ins else 0
-        if b and _keeps_packed(graph, node, b):
+        b = next((packed_block(v) for v in ins if packed_block(v)), 0)  # the first packed input's block
+        if b and _keeps_packed(graph, node):
             attrs = {**node.attrs, "layout": blocked.blocked(b)} if node.op in _PACKED_READERS else \
                 {**node.attrs, "axes": (2, 3)} if node.op == "mean" else None
             write_packed(node, tuple(as_packed(v, b) for v in ins), b, attrs)
-            continue
-        if b == 0 and len(ins) == 2 and packed_block(ins[1]) and _keeps_packed(graph, node, packed_block(ins[1])):
-            b = packed_block(ins[1])
-            write_packed(node, tuple(as_packed(v, b) for v in ins), b)
             continue
         nodes.append(node.replace(inputs=tuple(plain(v) for v in ins)))
     for v in graph.outputs:
@@ -144,8 +137,8 @@ def convert_layout(graph: Graph, block: int, policy: str | Callable = "all") -> 
     return infer_types(graph.replace(nodes=nodes, constants=constants, types=dict(graph.types)))
 
 
-def _keeps_packed(graph: Graph, node: Node, b: int) -> bool:
-    """Whether `node`, whose (first packed) input is packed by `b`, can read and write packed data."""
+def _keeps_packed(graph: Graph, node: Node) -> bool:
+    """Whether `node`, one of whose inputs is packed, can read and write packed data."""
     x = graph.type_of(node.inputs[0])
     if node.op in _PACKED_READERS:
         return len(x.shape) == 4 and (node.op == "max_pool2d" or node.attr("count_include_pad", True)
@@ -180,4 +173,5 @@ def pack_constant(arr: np.ndarray, b: int) -> np.ndarray:
     return blocked.to_blocked(a, b) if shape[1] > 1 else a.reshape(1, 1, 1, 1, 1)
 
 
-__all__ = ["convert_layout", "conv_block", "pack_layout", "LAYOUTS", "POLICIES", "pack_constant"]
+__all__ = ["convert_layout", "conv_block", "pack_layout", "LAYOUTS", "Policy", "depthwise_only", "every_conv",
+           "pack_constant"]

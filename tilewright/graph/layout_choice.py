@@ -16,6 +16,7 @@ from ..errors import EvaluationError
 from ..stats import median
 from .ir import Graph
 from .layout import conv_block, pack_layout
+from .module import Module
 
 ROUNDS, CALLS = 3, 3  # alternating rounds; calls timed per round and side
 
@@ -24,23 +25,21 @@ def packable(graph: Graph, block: int) -> bool:
     return any(n.op == "conv2d" and conv_block(graph, n, block) for n in graph.nodes)
 
 
-def choose_layout(graph: Graph, target, records, progress: bool = False) -> str:
-    """"NCHWc" or "NCHW" for the optimized `graph`: the faster module on one random input."""
+def choose_layout(graph: Graph, target, records, progress: bool = False) -> tuple[str, Module | None]:
+    """"NCHWc" or "NCHW" for the optimized `graph` (the faster module on one random input), and that
+    module as built from `records` (None when nothing could pack and nothing was built)."""
     from .fusion import fuse
     from .module import build_module
-    from .tasks import extract_tasks, lower_partition
 
     block = target.vector_lanes(4)
     if block < 2 or not packable(graph, block):
-        return "NCHW"
+        return "NCHW", None
     rng = np.random.default_rng(0)
     inputs = [rng.standard_normal(graph.type_of(v).shape).astype(graph.type_of(v).dtype) for v in graph.inputs]
     modules, outputs = {}, {}
     with records:
         for layout in ("NCHW", "NCHWc"):
-            partition = fuse(pack_layout(graph, layout, block))
-            programs = lower_partition(partition)
-            modules[layout] = build_module(partition, target, programs, extract_tasks(partition, programs))
+            modules[layout] = build_module(fuse(pack_layout(graph, layout, block)), target)
             out = modules[layout](*inputs)
             outputs[layout] = out if isinstance(out, list) else [out]
     for a, b in zip(outputs["NCHW"], outputs["NCHWc"], strict=True):
@@ -61,7 +60,7 @@ def choose_layout(graph: Graph, target, records, progress: bool = False) -> str:
     if progress:
         print(f"[{graph.name}] layout: {choice} ({' / '.join(f'{k} {v * 1e3:.2f} ms' for k, v in best.items())}, "
               f"the whole model before tuning)", flush=True)
-    return choice
+    return choice, modules[choice]
 
 
 __all__ = ["choose_layout", "packable"]
