@@ -16,13 +16,17 @@ import tilewright as tw
 from tilewright.ir import arith
 from tilewright.ir.dtype import float32
 from tilewright.ir.expr import AxisKind, Broadcast, Const, IterVar, Load
-from tilewright.ir.stmt import Allocate, Buffer, For, ForKind, IfThenElse, Scope, Seq, Store
+from tilewright.ir.stmt import Allocate, Buffer, Fence, For, ForKind, IfThenElse, Scope, Seq, Store
 from tilewright.ir.stmt_functor import all_expr_nodes, walk_stmt
 from tilewright.lower.accumulators import promote_accumulators
 from tilewright.lower.lower import lower
 from tilewright.lower.registers import RegisterFile
+from tilewright.targets import ISA_FEATURES, Target
 
 AVX2 = RegisterFile(vector_bytes=32, count=16)
+AVX2_TARGET = Target(kind="cpu", arch="x86_64", cores=2, features=frozenset(ISA_FEATURES["avx2"]), isa="avx2",
+                     caches=((1, "Data", 32 * 1024), (2, "Unified", 512 * 1024)), l1_ways=8, compiler="cc",
+                     compiler_version="synthetic", fma_units=2, fma_bits=256, load_bits=256)
 
 
 def gemm(m, n, k, dtype="float32"):
@@ -96,6 +100,24 @@ def test_tutorial_schedule_keeps_its_accumulators_in_registers(rng):
     c = np.empty((128, 128), np.float32)
     kernel(a, b, c)
     assert np.allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+
+
+def fences_between_tiles(func) -> list[int]:
+    """For each run of sibling register tiles, how many fences separate them."""
+    out = []
+    for s in walk_stmt(func.body):
+        if isinstance(s, Seq) and sum(1 for c in s.stmts if isinstance(c, Allocate) and c.register_lanes) > 1:
+            out.append(sum(1 for c in s.stmts if isinstance(c, Fence)))
+    return out
+
+
+def test_sibling_tiles_that_do_not_fit_together_are_fenced_apart():
+    s, args = tutorial()  # 8 unrolled rows, each a tile of 8 ymm: two of them overflow 16 registers
+    assert fences_between_tiles(lower(s, args, registers=AVX2)) == [7]
+    source = tw.build(s, args, target=AVX2_TARGET).source
+    assert source.count('__asm__ __volatile__("" ::: "memory");') == 7
+    wide = RegisterFile(vector_bytes=64, count=32)  # AVX-512: a row is 4 zmm, rows fit in pairs
+    assert fences_between_tiles(lower(s, args, registers=wide)) == [0]
 
 
 def test_an_init_right_before_the_loop_becomes_the_registers_initial_value(rng):

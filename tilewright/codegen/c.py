@@ -9,7 +9,7 @@ from __future__ import annotations
 from ..errors import BuildError
 from ..ir.dtype import DType
 from ..ir.expr import Binary, BinOp, Broadcast, Call, Cast, Compare, Intrinsic, Load, Ramp, Select
-from ..ir.stmt import Allocate, For, ForKind, Store
+from ..ir.stmt import Allocate, Fence, For, ForKind, Store
 from .base import CRenderer
 from .strided import SHUFFLE_MACRO, strided_load_helper
 from .vector_math import mvec_symbol
@@ -109,6 +109,9 @@ class CCodeGen(CRenderer):
         low = min(0, index.stride * (index.lanes - 1))  # a negative stride's span starts below the base
         base = self.expr(index.base) if low == 0 else f"{self.expr(index.base)} - {-low}"
         return f"{name}(&{buf}[{base}])"
+
+    def stmt_Fence(self, s: Fence) -> None:
+        self.emit('__asm__ __volatile__("" ::: "memory");')
 
     def stmt_Store(self, s: Store) -> None:
         value = s.value

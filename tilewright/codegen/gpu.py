@@ -26,7 +26,7 @@ from ..ir.expr import (
     Unary,
     Var,
 )
-from ..ir.stmt import Allocate, Barrier, For, ForKind, LetStmt, Scope, Seq, Stmt, Store
+from ..ir.stmt import Allocate, Barrier, Fence, For, ForKind, LetStmt, Scope, Seq, Stmt, Store
 from ..ir.stmt_functor import all_expr_nodes, walk_stmt
 from ..ir.traverse import children
 from ..lower.gpu_checks import launch_extents
@@ -229,6 +229,9 @@ class GpuRenderer(CRenderer):
 
     def stmt_Barrier(self, s: Barrier) -> None:
         self.emit(self.caps.barrier)
+
+    def stmt_Fence(self, s: Fence) -> None:
+        pass  # a CPU compiler's hint: a GPU compiler allocates each thread's registers itself
 
     def stmt_Allocate(self, s: Allocate) -> None:
         b = s.buffer

@@ -114,6 +114,13 @@ class Barrier(Stmt):
     scope: Scope = Scope.SHARED
 
 
+@dataclass(frozen=True, eq=False, repr=False)
+class Fence(Stmt):
+    """A point the C compiler may not move memory accesses across, nor reuse a
+    value loaded before it after it. No thread waits (unlike Barrier); it only
+    keeps sibling register tiles from being interleaved into one that spills."""
+
+
 def seq(*stmts: Stmt | None) -> Stmt:
     """A flat sequence, dropping Nones and unwrapping nested sequences."""
     flat: list[Stmt] = []

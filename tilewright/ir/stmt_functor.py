@@ -1,7 +1,7 @@
 """Generic rewriting of statements: visit children, rebuild what changed.
 
 A For keeps its kind and thread_tag through a rewrite (dataclass replace);
-a Barrier has no children and no expressions."""
+a Barrier or Fence has no children and no expressions."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 from .expr import Expr
-from .stmt import Allocate, Barrier, For, IfThenElse, LetStmt, Seq, Stmt, Store, seq
+from .stmt import Allocate, For, IfThenElse, LetStmt, Seq, Stmt, Store, seq
 from .traverse import walk
 
 
@@ -33,9 +33,7 @@ def map_stmt(stmt: Stmt, fstmt: Callable[[Stmt], Stmt | None] | None = None,
             new = replace(s, body=visit(s.body))
         elif isinstance(s, LetStmt):
             new = replace(s, value=fx(s.value), body=visit(s.body))
-        elif isinstance(s, Barrier):
-            new = s
-        else:
+        else:  # Barrier, Fence: leaves
             new = s
         out = fstmt(new) if fstmt else None
         return new if out is None else out

@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 
 from ..ir import arith
 from ..ir.expr import AxisKind, Broadcast, Const, Expr, IterVar, Load, Ramp
-from ..ir.stmt import Allocate, Barrier, Buffer, For, ForKind, IfThenElse, LetStmt, Scope, Seq, Stmt, Store, seq
+from ..ir.stmt import Allocate, Barrier, Buffer, Fence, For, ForKind, IfThenElse, LetStmt, Scope, Seq, Stmt, Store, seq
 from ..ir.stmt_functor import map_stmt, stmt_exprs, walk_stmt
 from ..ir.traverse import free_vars, transform, walk
 from .registers import MAX_REGISTER_SLOTS, RegisterFile, register_lanes
@@ -50,13 +50,20 @@ _UNROLLABLE = (ForKind.SERIAL, ForKind.UNROLLED)  # kinds of the spatial loops i
 def promote_accumulators(stmt: Stmt, regs: RegisterFile) -> Stmt:
     if isinstance(stmt, Seq):
         out: list[Stmt] = []
+        last = 0  # registers of the tile promoted by the statement just before, 0 if none
         for child in stmt.stmts:
             if _is_reduce_loop(child):
-                new, consumed = _promote_loop(child, out, regs)
+                new, consumed, used = _promote_loop(child, out, regs)
                 del out[len(out) - consumed:]
+                if used and last and consumed == 0 and used + last > regs.count - RESERVED_REGISTERS:
+                    # sibling tiles (rows of an unrolled loop) that do not fit together: unfenced, the C
+                    # compiler shares their operand loads, keeps them all live and spills every tile
+                    out.append(Fence())
                 out.append(new)
+                last = used
             else:
                 out.append(promote_accumulators(child, regs))
+                last = 0
         return seq(*out)
     if _is_reduce_loop(stmt):
         return _promote_loop(stmt, [], regs)[0]
@@ -73,21 +80,23 @@ def _is_reduce_loop(s: Stmt) -> bool:
             and s.var.kind is AxisKind.REDUCE and isinstance(s.extent, Const) and s.extent.value >= 1)
 
 
-def _promote_loop(loop: For, before: list[Stmt], regs: RegisterFile) -> tuple[Stmt, int]:
+def _promote_loop(loop: For, before: list[Stmt], regs: RegisterFile) -> tuple[Stmt, int, int]:
     """`loop` with the buffers it accumulates promoted (inner reduce loops tried for
-    the rest), and how many statements at the end of `before` it absorbed (folded inits)."""
-    layers, consumed = [], 0
+    the rest), how many statements at the end of `before` it absorbed (folded inits),
+    and how many registers its promoted tiles take (0: none promoted at this level)."""
+    layers, consumed, used = [], 0, 0
     if _runs_alone(loop):
         for buf in _stored_globals(loop):
             got = _promote(loop, buf, before[:len(before) - consumed], regs)
             if got is not None:
-                loop, layer, n = got
+                loop, layer, n, need = got
                 layers.append(layer)
                 consumed += n
+                used += need
     out: Stmt = replace(loop, body=promote_accumulators(loop.body, regs))
     for local, inits, backs in reversed(layers):
         out = Allocate(local, seq(*inits, out, *backs))
-    return out, consumed
+    return out, consumed, used
 
 
 def _runs_alone(loop: For) -> bool:
@@ -122,14 +131,18 @@ class _Tile:
 
 
 def _promote(loop: For, buf: Buffer, before: list[Stmt], regs: RegisterFile):
-    """(L rewritten, (local buffer, stores before L, stores after L), init statements absorbed), or None."""
+    """(L rewritten, (local buffer, stores before L, stores after L), init statements absorbed,
+    registers the tile takes), or None."""
     unroll = _loops_to_unroll(loop, buf)
     if unroll is None:
         return None
     body = _unroll_vars(loop.body, unroll)
     tile = _tile(loop, body, buf)
-    if tile is None or len(tile.slots) * -(-tile.lanes // regs.lanes(buf.dtype)) > regs.count - RESERVED_REGISTERS:
-        return None  # registers needed: a slot wider than a register takes several (registers.py splits it)
+    if tile is None:
+        return None
+    need = len(tile.slots) * -(-tile.lanes // regs.lanes(buf.dtype))  # a slot wider than a register takes several
+    if need > regs.count - RESERVED_REGISTERS:
+        return None
     local = Buffer(f"{buf.name}.acc", (len(tile.slots) * tile.lanes,), buf.dtype, Scope.LOCAL)
     position = {off: n * tile.lanes for n, off in enumerate(sorted(tile.slots))}
     dtype = buf.dtype.with_lanes(tile.lanes)
@@ -155,7 +168,7 @@ def _promote(loop: For, buf: Buffer, before: list[Stmt], regs: RegisterFile):
     new_loop = replace(loop, body=body)
     if not register_lanes(Allocate(local, seq(*inits, new_loop, *backs))):
         return None  # it would stay in memory: no better than X itself
-    return new_loop, (local, inits, backs), consumed
+    return new_loop, (local, inits, backs), consumed, need
 
 
 def _loops_to_unroll(loop: For, buf: Buffer) -> set[int] | None:

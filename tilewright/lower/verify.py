@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..errors import LoweringError
 from ..ir.expr import Expr, Load, Reduce, Var
-from ..ir.stmt import Allocate, Barrier, Buffer, For, IfThenElse, LetStmt, Seq, Stmt, Store
+from ..ir.stmt import Allocate, Barrier, Buffer, Fence, For, IfThenElse, LetStmt, Seq, Stmt, Store
 from ..ir.traverse import walk
 
 
@@ -53,7 +53,7 @@ def verify(func) -> None:
             if s.indices[0].dtype.lanes != s.value.dtype.lanes:
                 raise LoweringError(f"{where}: index has {s.indices[0].dtype.lanes} lanes, value "
                                     f"{s.value.dtype.lanes}")
-        elif not isinstance(s, Barrier):
+        elif not isinstance(s, (Barrier, Fence)):
             raise LoweringError(f"unknown statement {type(s).__name__}")
 
     visit(func.body, set(), {id(b) for b in func.args})

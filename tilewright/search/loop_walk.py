@@ -26,7 +26,7 @@ from ..ir.expr import (
     UnOp,
     Var,
 )
-from ..ir.stmt import Allocate, Barrier, For, ForKind, IfThenElse, LetStmt, Seq, Stmt, Store
+from ..ir.stmt import Allocate, Barrier, Fence, For, ForKind, IfThenElse, LetStmt, Seq, Stmt, Store
 
 _ARITH = {BinOp.ADD, BinOp.SUB, BinOp.MUL, BinOp.DIV, BinOp.MIN, BinOp.MAX}
 
@@ -224,7 +224,7 @@ def walk_function(body: Stmt) -> Walk:
                          accesses_of(s, env, vec), ops, selects)
             w.sites.append(site)
             w.innermost[id(site)] = tuple((id(lp.var), lp.extent) for lp in loops)
-        elif isinstance(s, Barrier):
+        elif isinstance(s, (Barrier, Fence)):
             pass
 
     visit(body, (), {}, 1.0, False, None)
