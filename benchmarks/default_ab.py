@@ -79,7 +79,7 @@ def run(specs: list[str], checkout: str, rounds: int, threads: int, cpu_time: bo
         op, case = spec.split(":")
         tensors = suite_program(op, case)
         space, plan = cpu_space(tensors[-1:], target)
-        points = {"before": Point.from_json(old[spec]), "after": default_point(space, plan)}
+        points = {"before": space.upgrade(Point.from_json(old[spec])), "after": default_point(space, plan)}
         rng = np.random.default_rng(0)
         ins = [rng.standard_normal(t.shape).astype(t.dtype.name) for t in tensors[:-1]]
         want = tw.evaluate(tensors[-1], dict(zip(tensors[:-1], ins)))

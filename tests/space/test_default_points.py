@@ -47,7 +47,7 @@ def target(isa: str, cores: int, cache: str) -> Target:
     features, units = UNITS[isa]
     caches, ways = CACHES[cache]
     return Target(kind="cpu", arch="x86_64", cores=cores, features=frozenset(features), isa="native",
-                  caches=caches, l1_ways=ways, compiler="cc", compiler_version="synthetic", **units)
+                  caches=caches, l1_ways=ways, compiler="cc", compiler_version="gcc (synthetic) 12.2.0", **units)
 
 
 TARGETS = {f"{isa}-{cores}c-{cache}": target(isa, cores, cache) for isa in UNITS for cores in CORES

@@ -256,7 +256,8 @@ class CCodeGen(CRenderer):
         self.depth, self.lines = 1, []
         self.stmt(func.body)
         body = "\n".join(self.lines)
-        return kernel, params, (f"int32_t {kernel}({', '.join(params)}) {{\n  tw_alloc_failed = 0;\n{body}\n"
+        head = "".join(_HINT_ATTRIBUTES[h] for h in func.compiler_hints)
+        return kernel, params, (f"{head}int32_t {kernel}({', '.join(params)}) {{\n  tw_alloc_failed = 0;\n{body}\n"
                                 f"  return tw_alloc_failed ? -1 : 0;\n}}")
 
     def casts(self, args, first: int = 0) -> list[str]:
@@ -319,6 +320,13 @@ class CCodeGen(CRenderer):
         )
         signature = f"int32_t {kernel}({', '.join(params)});"
         return CSource("\n\n".join(parts) + "\n", kernel, signature)
+
+
+# Schedule.compiler_hint -> what precedes the kernel's definition; GCC only (clang has no optimize attribute)
+_HINT_ATTRIBUTES = {
+    "pressure_scheduling": '#if defined(__GNUC__) && !defined(__clang__)\n'
+                           '__attribute__((optimize("schedule-insns", "sched-pressure")))\n#endif\n',
+}
 
 
 def _int_kind():

@@ -33,6 +33,7 @@ class LoweredFunc:
     body: Stmt
     # the shapes callers pass, where an argument is a view with merged dimensions (Schedule.views)
     arg_shapes: tuple[tuple[int, ...], ...] = ()
+    compiler_hints: tuple[str, ...] = ()  # Schedule.compiler_hint
 
     @property
     def caller_shapes(self) -> tuple[tuple[int, ...], ...]:
@@ -125,7 +126,7 @@ def lower(s: Schedule, args, name: str = "kernel", passes: bool = True,
     body = seq(*[make_nest(st, ctx) for st in staged if st.attach is AttachKind.ROOT])
     for buf in allocs:
         body = Allocate(buf, body)
-    func = LoweredFunc(name, tuple(ctx.buffers[id(t)] for t in args), body, caller)
+    func = LoweredFunc(name, tuple(ctx.buffers[id(t)] for t in args), body, caller, tuple(s.compiler_hints))
     boxes = {}
     for st in staged:  # root padding copies: their buffers are zero outside a box
         buf = ctx.buffers.get(id(st.tensor))

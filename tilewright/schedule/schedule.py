@@ -35,6 +35,9 @@ def _fresh(axes) -> list[IterVar]:
     return [IterVar(a.name, begin=a.begin, extent=a.extent, kind=a.kind) for a in axes]
 
 
+COMPILER_HINTS = ("pressure_scheduling",)
+
+
 class Schedule:
     """The stages of a program and the decisions about them, plus the trace of
     every primitive applied (replayable with `Trace.replay`)."""
@@ -48,6 +51,7 @@ class Schedule:
         self.views: dict = {}
         self.view_originals: tuple = ()  # keeps the tensors whose ids key `views` alive
         self.stages: list[Stage] = []
+        self.compiler_hints: list[str] = []  # see compiler_hint
         used: set[str] = {t.name for t in self.program.inputs}
         for t in self.program.stages:
             name, n = t.name, 1
@@ -208,6 +212,18 @@ class Schedule:
         self.stages.insert(self.stages.index(st), stage)
         self.trace.append("", "rfactor", {"tensor": st.name, "axis": axis.name, "factor_axis": factor_axis})
         return rf
+
+    def compiler_hint(self, hint: str) -> None:
+        """Ask the C compiler for a code-generation mode on this kernel (one of
+        COMPILER_HINTS). "pressure_scheduling": GCC schedules instructions before
+        register allocation, pressure-aware; without it GCC turns an operand vector
+        shared by a tile's rows into one memory operand per FMA (a reload each),
+        with it a tile whose operands spill its registers may spill more."""
+        if hint not in COMPILER_HINTS:
+            raise ScheduleError(f"compiler_hint: unknown hint {hint!r}; valid: {', '.join(COMPILER_HINTS)}")
+        if hint not in self.compiler_hints:
+            self.compiler_hints.append(hint)
+            self.trace.append("", "compiler_hint", {"hint": hint})
 
     def _unique(self, name: str) -> str:
         taken = {s.name for s in self.stages} | {t.name for t in self.program.inputs}

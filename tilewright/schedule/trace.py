@@ -11,7 +11,7 @@ from ..errors import ScheduleError
 
 @dataclass(frozen=True)
 class Step:
-    stage: str  # "" for schedule-level primitives (cache_read, cache_write, rfactor)
+    stage: str  # "" for schedule-level primitives (cache_read, cache_write, rfactor, compiler_hint)
     primitive: str
     args: dict = field(default_factory=dict)
 
@@ -112,6 +112,8 @@ def _apply(s, step: Step) -> None:
             s.cache_read(_tensor(s, a["tensor"]), a["scope"], [s[r] for r in a["readers"]])
         elif step.primitive == "cache_write":
             s.cache_write(s[a["tensor"]].tensor, a["scope"])
+        elif step.primitive == "compiler_hint":
+            s.compiler_hint(a["hint"])
         elif step.primitive == "rfactor":
             st = s[a["tensor"]]
             s.rfactor(st.tensor, _axis(st, a["axis"]), a["factor_axis"])

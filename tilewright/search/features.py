@@ -24,7 +24,8 @@ unrolled updates, typically):
   where a level's traffic is the footprint of the deepest loop level that
   fits, times the trips of the loops around it;
 - packing: elements copied by other statements (padding, packed weights)
-  against the main flops.
+  against the main flops;
+- the compiler hint (Schedule.compiler_hint), which the loops do not show.
 
 The walk over the function is search/loop_walk.py."""
 
@@ -38,7 +39,7 @@ import numpy as np
 from ..ir.stmt import ForKind, Scope
 from .loop_walk import Loop, coefficient, index_value, walk_function
 
-FEATURE_VERSION = 3
+FEATURE_VERSION = 4
 NEST_DEPTH = 6  # loops described around the main group, innermost first
 TOP_BUFFERS = 3  # buffers described one by one, most touched first
 REUSE_DEPTHS = (0, 1, 2, 3, 5)  # loop levels (0 = the body itself) at which footprints and reuse are taken
@@ -125,7 +126,7 @@ def _names() -> list[str]:
         names += [f"buf{b}_log_bytes_d{d}" for d in REUSE_DEPTHS]
         names += [f"buf{b}_log_reuse_d{d}" for d in REUSE_DEPTHS]
     names += ["log_intensity_L1", "log_intensity_L2", "log_intensity_L3", "log_intensity_memory",
-              "fit_depth_L1", "fit_depth_L2", "log_copy_share", "log_copy_bytes"]
+              "fit_depth_L1", "fit_depth_L2", "log_copy_share", "log_copy_bytes", "pressure_scheduling"]
     return names
 
 
@@ -149,6 +150,7 @@ def loop_nest_features(func, target) -> np.ndarray:
     lead = max(main, key=lambda s: s.flops * s.execs)
     loops = list(reversed(lead.loops))  # innermost first
     env = lead.env
+    f["pressure_scheduling"] = float("pressure_scheduling" in func.compiler_hints)
     f["log_flops"] = _log2(total_flops)
     f["main_share"] = main_flops / total_flops if total_flops else 0.0
     f["log_statements"] = _log2(w.statements)

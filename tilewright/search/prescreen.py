@@ -168,7 +168,7 @@ class Prescreen:
         new = []
         for text in list(dict.fromkeys(missing))[:self.min_records]:
             try:
-                p = Point.from_json(text)
+                p = self.space.upgrade(Point.from_json(text))
             except ValueError:
                 continue
             if self.space.valid(p) and (vec := self.features(p)) is not None:

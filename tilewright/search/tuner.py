@@ -324,7 +324,7 @@ def _instantiate(backend, outputs, plan, points) -> list:
 def _valid_point(record: Record, space) -> Point | None:
     """A record's point when it parses and lies in this space (records outlive space changes)."""
     try:
-        p = Point.from_json(record.point)
+        p = space.upgrade(Point.from_json(record.point))
     except ValueError:
         return None
     return p if space.valid(p) else None

@@ -76,6 +76,8 @@ def cpu_space(outputs, target: Target) -> tuple[Space, CpuPlan]:
         knobs.append(OrdinalKnob("outer_order", outer_orders(plan)))
     knobs.append(OrdinalKnob("fuse", tuple(range(1, len(main.spatial) + 1))))
     knobs.append(OrdinalKnob("unroll", (False, True)))
+    if main.reduce and target.compiler_is_gcc:
+        knobs.append(OrdinalKnob("pressure_sched", (False, True)))
     for t in plan.packable:
         knobs.append(OrdinalKnob(pack_key(t), PACK))
     for p in plan.producers:
@@ -97,7 +99,7 @@ def cpu_space(outputs, target: Target) -> tuple[Space, CpuPlan]:
                 return False
         return regs <= plan.registers - 4 and points <= MAX_TILE_POINTS
 
-    space = Space(knobs, constraint)
+    space = Space(knobs, constraint, added={"pressure_sched": 0})  # records from before it: no hint
     return space, plan
 
 
@@ -226,6 +228,8 @@ def apply_cpu(outputs, plan: CpuPlan, point: Point) -> Schedule:
     if unroll:
         for ax in rows + ([] if lane_reduce else vec[:1]):
             M.unroll(ax)
+    if option(point, "pressure_sched", 0):
+        s.compiler_hint("pressure_scheduling")
     if option(point, "rolled", 0):  # see Stage.no_unroll
         for ax in r0s + r1s:
             M.no_unroll(ax)

@@ -16,6 +16,8 @@ Knobs, by name:
 - `outer_order`: the order of the outer loops (`cpu_plan.outer_orders`);
 - `fuse`: how many outer loops are fused into the parallel loop;
 - `unroll`: the register tile unrolled;
+- `pressure_sched`: GCC's pressure-aware instruction scheduling for the kernel
+  (`Schedule.compiler_hint`; only where the compiler is GCC);
 - `pack.<input>`: a packed copy of an input (`PACK`);
 - `place.<producer>`: where an elementwise producer is computed (`PLACE`)."""
 

@@ -43,12 +43,23 @@ Direction = tuple[str, object, int]  # (knob name, direction within the knob, si
 
 class Space:
     def __init__(self, knobs: list, constraint: Callable[[Point], bool] | None = None,
-                 sampler: Callable[[random.Random], Point | None] | None = None):
+                 sampler: Callable[[random.Random], Point | None] | None = None, added: dict | None = None):
         """`sampler`: draws a point shaped by the target (a GPU's warp-multiple thread counts), for
-        spaces whose constraints reject most uniform draws; None where it fails."""
+        spaces whose constraints reject most uniform draws; None where it fails. `added`: knobs
+        added after records were written, with the value that does what those records measured."""
         self.knobs: dict[str, SplitKnob | OrdinalKnob] = {k.name: k for k in knobs}
         self.constraint = constraint or (lambda p: True)
         self.sampler = sampler
+        self.added = {k: v for k, v in (added or {}).items() if k in self.knobs}
+
+    def upgrade(self, point: Point) -> Point:
+        """A recorded point with the knobs added since it was written set as `added` says."""
+        have = dict(point.values)
+        missing = [k for k in self.added if k not in have]
+        if not missing:
+            return point
+        have.update({k: self.added[k] for k in missing})
+        return Point(tuple((k, have[k]) for k in self.knobs if k in have))
 
     def __len__(self) -> int:
         return len(self.knobs)

@@ -114,6 +114,13 @@ class Target(metaclass=_Detecting):
     def has(self, feature: str) -> bool:
         return feature in self.features
 
+    @property
+    def compiler_is_gcc(self) -> bool:
+        """Whether the C compiler is GCC (`cc --version` of Debian's gcc says "cc (Debian ...)"):
+        the one whose per-function optimize attribute Schedule.compiler_hint uses."""
+        v = self.compiler_version.lower()
+        return self.kind == "cpu" and "clang" not in v and ("gcc" in v or v.startswith("cc ("))
+
     def cache_bytes(self, level: int) -> int:
         for lvl, kind, size in self.caches:
             if lvl == level and kind in ("Data", "Unified"):
