@@ -198,3 +198,32 @@ def test_gpu_renderers_read_strided_vectors_lane_by_lane():
 
     if opencl_available() is None:
         check_kernel(s, [A, B], np.random.default_rng(0), target="opencl")
+
+
+def test_a_store_across_rows_is_one_vector_scatter():
+    """B[j, i] = 2 * A[i, j] + c[j] vectorized along j: contiguous reads, B's lanes a row apart
+    (a conv's epilogue along its output channels into NCHW)."""
+    A = tw.placeholder((16, 12), "float32", name="A")
+    c = tw.placeholder((12,), "float32", name="c")
+    B = tw.compute((12, 16), lambda j, i: 2.0 * A[i, j] + c[j], name="B")
+    s = tw.create_schedule(B)
+    jo, ji = s[B].split(B.op.axis[0], factor=4)
+    s[B].reorder(jo, B.op.axis[1], ji)
+    s[B].vectorize(ji)
+    func = tw.lower(s, [A, c, B])
+    assert not any(isinstance(st, For) and st.kind is ForKind.VECTORIZED for st in walk_stmt(func.body))
+    source = generate_c(func).text
+    assert "tw_scatter_float32x4_s16(&B[" in source and "omp simd" not in source, source
+    check_kernel(s, [A, c, B], np.random.default_rng(0))
+
+def test_a_scatter_whose_value_would_gather_stays_a_loop():
+    A = tw.placeholder((16, 6), "float32", name="A")
+    B = tw.compute((6, 16), lambda j, i: A[i, j] * 2.0, name="B")
+    s = tw.create_schedule(B)
+    jo, ji = s[B].split(B.op.axis[1], factor=8)
+    s[B].reorder(B.op.axis[0], jo, ji)
+    s[B].vectorize(ji)  # reads A down a column (stride 6 > 4): no vector load, so no vector store either
+    func = tw.lower(s, [A, B])
+    assert any(isinstance(st, For) and st.kind is ForKind.VECTORIZED for st in walk_stmt(func.body))
+    assert "tw_scatter" not in generate_c(func).text
+    check_kernel(s, [A, B], np.random.default_rng(0))

@@ -11,7 +11,7 @@ from ..ir.dtype import DType
 from ..ir.expr import Binary, BinOp, Broadcast, Call, Cast, Compare, Intrinsic, Load, Ramp, Select
 from ..ir.stmt import Allocate, Fence, For, ForKind, Store
 from .base import CRenderer
-from .strided import SHUFFLE_MACRO, strided_load_helper
+from .strided import SHUFFLE_MACRO, scatter_helper, strided_load_helper
 from .vector_math import mvec_symbol
 
 STACK_LIMIT = 64 * 1024  # bytes; larger buffers go to the heap
@@ -100,6 +100,12 @@ class CCodeGen(CRenderer):
             return self._strided_load(e, buf, index)
         raise BuildError(f"vector load of '{buf}' with a non-contiguous index {index}")
 
+    def _scatter(self, d, index: Ramp) -> str:
+        """The name of the helper that stores `index`'s lanes one by one (codegen/strided.py)."""
+        name, definition = scatter_helper(index.stride, index.lanes, self.vector_type(d), self.scalar_type(d.scalar))
+        self.helpers.setdefault(name, definition)
+        return name
+
     def _strided_load(self, e: Load, buf: str, index: Ramp) -> str:
         """Contiguous loads over the span the lanes read, then shuffles (codegen/strided.py)."""
         t, m = self.vector_type(e.dtype), self.mask_type(e.dtype)
@@ -123,6 +129,9 @@ class CCodeGen(CRenderer):
             return super().stmt_Store(s)
         buf = self.names.of(s.buffer, s.buffer.name)
         index = s.indices[0]
+        if isinstance(index, Ramp) and index.stride > 1:  # a scatter (lower/vectorize.py)
+            self.emit(f"{self._scatter(value.dtype, index)}(&{buf}[{self.expr(index.base)}], {self.expr(value)});")
+            return
         if not (isinstance(index, Ramp) and index.stride == 1):
             raise BuildError(f"vector store to '{buf}' with a non-contiguous index {index}")
         t = self.vector_type(value.dtype)

@@ -8,7 +8,10 @@ outside the elements between the first and the last lane is read, so no bounds
 proof beyond the scalar one is needed. Each lane's element is taken from the
 first load that holds it; the loads are merged pairwise in a tree (the first
 level permutes two loads into place, the levels above blend), which GCC turns
-into vpermi2ps on AVX-512 and vpermd/vpermilps + blends on AVX2."""
+into vpermi2ps on AVX-512 and vpermd/vpermilps + blends on AVX2.
+
+A store at a wider stride (an NCHW output written along its channels: a plane
+apart) is a scatter: each lane stored on its own."""
 
 from __future__ import annotations
 
@@ -102,4 +105,12 @@ def strided_load_helper(stride: int, lanes: int, vector_t: str, mask_t: str, sca
     return name, "\n".join(lines)
 
 
-__all__ = ["SHUFFLE_MACRO", "StridedPlan", "shuffle_steps", "strided_load_helper", "strided_plan"]
+def scatter_helper(stride: int, lanes: int, vector_t: str, scalar_t: str) -> tuple[str, str]:
+    """(name, definition) of the store of `lanes` lanes `stride` elements apart."""
+    name = f"tw_scatter_{vector_t[3:]}_s{stride}"
+    stores = " ".join(f"p[{k * stride}] = v[{k}];" for k in range(lanes))
+    return name, f"static inline void {name}({scalar_t} *p, {vector_t} v) {{ {stores} }}"
+
+
+__all__ = ["SHUFFLE_MACRO", "StridedPlan", "scatter_helper", "shuffle_steps", "strided_load_helper",
+           "strided_plan"]

@@ -7,8 +7,13 @@ input along its output width: `x[2*w + r]`) stays one vector load with that
 ramp: the C backend reads the span it covers with |stride| contiguous vector
 loads and picks the lanes out (codegen/strided.py), GPU backends per lane.
 
-Loops this pass cannot express (a width that is not a power of two, a nested loop, a data-dependent branch, a
-gather, a store that every lane would make to one address, a dtype without
+On CPU targets (`vector_bytes` given), a one-vector loop may store at a ramp
+of any positive stride (a scatter): an epilogue vectorized along a conv's
+output channels (bias and activation as vector operations on the accumulators'
+registers) writes NCHW lane by lane (codegen/strided.py).
+
+Loops this pass cannot express (a width that is not a power of two, a nested loop, a data-dependent branch,
+another gather, a store that every lane would make to one address, a dtype without
 vector support) stay loops marked vectorized; the C backend then asks the
 compiler to vectorize them (`#pragma omp simd`)."""
 
@@ -33,7 +38,7 @@ from ..ir.expr import (
     UnOp,
     Var,
 )
-from ..ir.stmt import For, ForKind, IfThenElse, Seq, Stmt, Store, seq
+from ..ir.stmt import For, ForKind, IfThenElse, Scope, Seq, Stmt, Store, seq
 from ..ir.stmt_functor import map_stmt, walk_stmt
 from ..ir.traverse import free_vars, substitute, walk
 
@@ -70,10 +75,11 @@ def _materialize(e: Expr, lanes: int) -> Expr:
 
 
 class _Vectorizer:
-    def __init__(self, var: Var, lanes: int, base: Expr | None = None):
+    def __init__(self, var: Var, lanes: int, base: Expr | None = None, scatter: bool = False):
         self.var = var
         self.lanes = lanes
         self.base = base  # the first lane's value of `var` (0 when None)
+        self.scatter = scatter  # stores at a positive stride allowed (CPU)
 
     def expr(self, e: Expr) -> Expr:
         if e is self.var:
@@ -157,11 +163,13 @@ class _Vectorizer:
     def stmt(self, s: Stmt) -> Stmt:
         if isinstance(s, Store):
             index = self.expr(s.indices[0])
-            value = self.expr(s.value)
             if _lanes(index) == 1:
                 raise _Unvectorizable("every lane would store to one address")
-            if not (isinstance(index, Ramp) and index.stride == 1):
+            scattered = isinstance(index, Ramp) and index.stride > 1 and self.scatter \
+                and getattr(s.buffer, "scope", Scope.GLOBAL) is Scope.GLOBAL
+            if not (isinstance(index, Ramp) and index.stride == 1) and not scattered:
                 raise _Unvectorizable("scatter store")
+            value = self.expr(s.value)
             self._check(s.value.dtype)
             return Store(s.buffer, (index,), _broadcast(value, self.lanes))
         if isinstance(s, Seq):
@@ -226,7 +234,8 @@ def vectorize(stmt: Stmt, vector_bytes: int | None = None) -> Stmt:
         if not one_vector and not vector_bytes:  # vector types need a power-of-two width
             return None
         try:
-            return _Vectorizer(s.var, lanes).stmt(s.body) if one_vector else _strip_mine(s, vector_bytes)
+            return _Vectorizer(s.var, lanes, scatter=bool(vector_bytes)).stmt(s.body) if one_vector \
+                else _strip_mine(s, vector_bytes)
         except _Unvectorizable:
             if any(isinstance(st, Store) and not any(v is s.var for v in free_vars(st.indices[0]))
                    for st in walk_stmt(s.body)):
