@@ -13,7 +13,12 @@ batched GEMM M[e] = V[e] U[e] over input channels (U = G g G^T, transformed once
 deployment would pack weights); the output transform Y = A^T M A in two passes, written straight
 into the NCHW output (o vectorized, lanes stored a plane apart).
 
-Run: python benchmarks/winograd_prototype.py [--channels 64] [--out-channels 64] [--size 56]
+The kernel allocates 4.5 MB of temporaries and frees them on every call; with glibc's default
+dynamic malloc thresholds the heap is trimmed and grown again each time (about 850 page faults
+per call, 2-4x its time). `--keep-heap` sets the thresholds high first (mallopt), which measures
+the computation alone; it applies to the whole process, PyTorch included.
+
+Run: python benchmarks/winograd_prototype.py [--channels 64] [--out-channels 64] [--size 56] [--keep-heap]
 """
 
 from __future__ import annotations
@@ -77,12 +82,7 @@ def winograd(c: int, o: int, h: int, rows: int = 7):
     s[v].unroll(v.op.axis[0])
     s[v].unroll(v.op.axis[1])
     s[v].vectorize(v.op.axis[4])
-    s[t].compute_at(s[v], ty)
-    ta = t.op.axis
-    s[t].reorder(ta[2], ta[3], ta[0], ta[1], ta[4])
-    s[t].unroll(ta[0])
-    s[t].unroll(ta[1])
-    s[t].vectorize(ta[4])
+    _transform_pass(s, t, s[v], ty)
     ml = s.cache_write(m, "local")  # GEMM: `rows` tiles along tx, two vectors along o
     e, mty, mtx, mo = m.op.axis
     txo, txi = s[m].split(mtx, factor=rows)
@@ -106,13 +106,19 @@ def winograd(c: int, o: int, h: int, rows: int = 7):
     s[y].unroll(a)
     s[y].unroll(b)
     s[y].vectorize(yoi)
-    s[s_].compute_at(s[y], ytx)
-    sa = s_.op.axis
-    s[s_].reorder(sa[2], sa[3], sa[0], sa[1], sa[4])
-    s[s_].unroll(sa[0])
-    s[s_].unroll(sa[1])
-    s[s_].vectorize(sa[4])
+    _transform_pass(s, s_, s[y], ytx)
     return s, [x, u, y]
+
+
+def _transform_pass(s, first, consumer, at) -> None:
+    """A transform's first pass (5-D: two coefficient axes, then three data axes), computed per
+    `at` iteration of its consumer: coefficient loops unrolled, the last data axis vectorized."""
+    s[first].compute_at(consumer, at)
+    a = first.op.axis
+    s[first].reorder(a[2], a[3], a[0], a[1], a[4])
+    s[first].unroll(a[0])
+    s[first].unroll(a[1])
+    s[first].vectorize(a[4])
 
 
 def main() -> None:
@@ -124,7 +130,14 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=56, help="height = width, a multiple of 4")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--keep-heap", action="store_true", help="glibc: never trim the heap nor mmap large blocks")
     a = ap.parse_args()
+    if a.keep_heap:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(-3, 1 << 28)  # M_MMAP_THRESHOLD
+        libc.mallopt(-1, 1 << 30)  # M_TRIM_THRESHOLD
     c, o, h = a.channels, a.out_channels, a.size
     if h % 4:
         raise SystemExit(f"--size {h}: the prototype needs a multiple of 4 (whole 4x4 output tiles)")
@@ -170,7 +183,7 @@ def main() -> None:
         res["PyTorch channels_last"].append(torch_time(torch.channels_last))
     flops = 2 * c * o * 9 * h * h
     print(f"conv {c}->{o}, {h}x{h}, 3x3: Winograd max error {err:.1e} of max |y|; medians of {a.rounds} rounds, "
-          f"{a.threads} threads")
+          f"{a.threads} threads{', heap kept' if a.keep_heap else ''}")
     for k, v in res.items():
         print(f"  {k:24s} {median(v) * 1e3:7.3f} ms  {flops / median(v) / 1e9:5.0f} GFLOP/s (direct conv's FLOPs)")
 
