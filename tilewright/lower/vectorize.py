@@ -13,7 +13,7 @@ output channels (bias and activation as vector operations on the accumulators'
 registers) writes NCHW lane by lane (codegen/strided.py).
 
 Loops this pass cannot express (a width that is not a power of two, a nested loop, a data-dependent branch,
-another gather, a store that every lane would make to one address, a dtype without
+a gather, a store that every lane would make to one address, a dtype without
 vector support) stay loops marked vectorized; the C backend then asks the
 compiler to vectorize them (`#pragma omp simd`)."""
 
@@ -165,9 +165,8 @@ class _Vectorizer:
             index = self.expr(s.indices[0])
             if _lanes(index) == 1:
                 raise _Unvectorizable("every lane would store to one address")
-            scattered = isinstance(index, Ramp) and index.stride > 1 and self.scatter \
-                and getattr(s.buffer, "scope", Scope.GLOBAL) is Scope.GLOBAL
-            if not (isinstance(index, Ramp) and index.stride == 1) and not scattered:
+            stride = index.stride if isinstance(index, Ramp) else 0
+            if not (stride == 1 or (stride > 1 and self.scatter and s.buffer.scope is Scope.GLOBAL)):
                 raise _Unvectorizable("scatter store")
             value = self.expr(s.value)
             self._check(s.value.dtype)
