@@ -103,6 +103,20 @@ def test_inplace_buffers_lifted_constants_and_composites():
     _check(graph, m, x)
 
 
+class _Slices(torch.nn.Module):
+    """Python slicing: strides, negative and open ends, a full slice (dropped)."""
+
+    def forward(self, x):
+        return x[:, :, ::2, 1::3] * 2, x[:, 1:-1, :, :]
+
+
+def test_slicing_becomes_slice_ops():
+    m, x = _Slices(), torch.randn(1, 4, 7, 8)
+    graph = from_torch(m, (x,))
+    assert [n.attr("step") for n in graph.nodes if n.op == "slice"].count((1, 1, 1, 3)) == 1
+    _check(graph, m, x)
+
+
 class _Sort(torch.nn.Module):
     def forward(self, x):
         return torch.sort(x, dim=-1).values

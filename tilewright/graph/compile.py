@@ -7,7 +7,7 @@ kernel built per task from the best record or the default schedule."""
 from __future__ import annotations
 
 from .ir import Graph
-from .layout import pack_layout
+from .kernel_graph import kernel_graph
 from .module import Module, build_module
 from .tasks import extract_tasks, lower_partition
 
@@ -43,7 +43,7 @@ def compile(model, example_inputs=None, target="cpu", trials: int = 0, records=N
     if built is not None and trials <= 0:
         module = built
     else:
-        graph = pack_layout(graph, layout, tgt.vector_lanes(4))
+        graph = kernel_graph(graph, layout, tgt.vector_lanes(4))
         partition = fuse(graph)
         programs = lower_partition(partition)
         tasks = extract_tasks(partition, programs)

@@ -25,7 +25,7 @@ from .opset import OPS, Pattern
 from .partition import Group, Partition
 
 # Injective ops that change how elements are indexed: they cannot be a pointwise epilogue.
-_NOT_ELEMENTWISE = frozenset({"reshape", "permute", "pad", "concat", "layout_transform"})
+_NOT_ELEMENTWISE = frozenset({"reshape", "permute", "pad", "concat", "slice", "layout_transform"})
 
 
 def is_elementwise(node: Node) -> bool:

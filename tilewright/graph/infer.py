@@ -274,6 +274,18 @@ def _pad(node, ins):
     return [TensorType(out, ins[0].dtype)]
 
 
+def _slice(node, ins):
+    shape = ins[0].shape
+    begin, end, step = (tuple(int(v) for v in node.attr(k)) for k in ("begin", "end", "step"))
+    if not len(begin) == len(end) == len(step) == len(shape):
+        raise _fail(node, ins, f"begin, end and step must each list {len(shape)} values, one per dimension")
+    for d, (b, e, s, n) in enumerate(zip(begin, end, step, shape)):
+        if not (0 <= b < e <= n and s >= 1):
+            raise _fail(node, ins, f"dimension {d}: begin {b}, end {e}, step {s} is not a slice of size {n}; "
+                                   f"valid: 0 <= begin < end <= {n}, step >= 1")
+    return [TensorType(tuple(-(-(e - b) // s) for b, e, s in zip(begin, end, step)), ins[0].dtype)]
+
+
 def _concat(node, ins):
     first = ins[0].shape
     axis = norm_axis(int(node.attr("axis", 0)), len(first), node, ins)
@@ -314,7 +326,7 @@ def _same(node, ins):
 _RULES = {
     "conv2d": _conv2d, "dense": _dense, "matmul": _matmul, "batch_norm": _batch_norm, "layer_norm": _layer_norm,
     "softmax": _softmax, "max_pool2d": _pool, "avg_pool2d": _pool, "mean": _mean, "reshape": _reshape,
-    "permute": _permute, "pad": _pad, "concat": _concat, "layout_transform": _layout_transform,
+    "permute": _permute, "pad": _pad, "concat": _concat, "slice": _slice, "layout_transform": _layout_transform,
 }
 
 

@@ -15,7 +15,8 @@ import numpy as np
 from ..errors import EvaluationError
 from ..stats import median
 from .ir import Graph
-from .layout import conv_block, pack_layout
+from .kernel_graph import kernel_graph
+from .layout import conv_block
 from .module import Module
 
 ROUNDS, CALLS = 3, 3  # alternating rounds; calls timed per round and side
@@ -39,7 +40,7 @@ def choose_layout(graph: Graph, target, records, progress: bool = False) -> tupl
     modules, outputs = {}, {}
     with records:
         for layout in ("NCHW", "NCHWc"):
-            modules[layout] = build_module(fuse(pack_layout(graph, layout, block)), target)
+            modules[layout] = build_module(fuse(kernel_graph(graph, layout, block)), target)
             out = modules[layout](*inputs)
             outputs[layout] = out if isinstance(out, list) else [out]
     for a, b in zip(outputs["NCHW"], outputs["NCHWc"], strict=True):

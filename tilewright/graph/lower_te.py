@@ -235,6 +235,12 @@ def _pad(node: Node, a: list[Tensor], name: str) -> Tensor:
     return pad_axes(a[0], list(pads[:n]), list(pads[n:]), float(node.attr("value", 0.0)), name=name)
 
 
+def _slice(node: Node, a: list[Tensor], name: str) -> Tensor:
+    begin, end, step = node.attr("begin"), node.attr("end"), node.attr("step")
+    shape = tuple(-(-(int(e) - int(b)) // int(s)) for b, e, s in zip(begin, end, step))
+    return compute(shape, lambda *i: a[0][tuple(int(b) + int(s) * v for b, s, v in zip(begin, step, i))], name=name)
+
+
 def _layer_norm(node: Node, a: list[Tensor], name: str) -> Tensor:
     x, k = a[0], node.attr("axes", 1)
     weight = a[1] if len(a) > 1 else None
@@ -279,6 +285,7 @@ _LOWER = {
     "permute": lambda n, a, name: ops.permute(a[0], n.attr("dims"), name=name),
     "pad": _pad,
     "concat": _concat,
+    "slice": _slice,
     "layout_transform": lambda n, a, name: ops.layout_transform(a[0], n.attr("src"), n.attr("dst"), name=name),
 }
 

@@ -69,6 +69,8 @@ _SPECS = [
     OpSpec("pad", ("x",), {"pads": None, "value": 0.0}, Pattern.INJECTIVE,
            "pads: (before_0, ..., before_n-1, after_0, ..., after_n-1)"),
     OpSpec("concat", ("x*",), {"axis": 0}, Pattern.INJECTIVE, "x*: one or more inputs"),
+    OpSpec("slice", ("x",), {"begin": None, "end": None, "step": None}, Pattern.INJECTIVE,
+           "x[begin[d]:end[d]:step[d]] in every dimension d; 0 <= begin < end <= size, step >= 1"),
     OpSpec("layout_transform", ("x",), {"src": None, "dst": None}, Pattern.INJECTIVE,
            "re-pack between 'NCHW' and 'NCHW{b}c' (graph/layout.py inserts these)"),
     *(OpSpec(n, ("x",), {}, Pattern.INJECTIVE, d) for n, d in _UNARY.items()),

@@ -228,6 +228,9 @@ def _evaluate(node: Node, xs: list[np.ndarray]) -> np.ndarray:
         return _pad(xs[0], a["pads"], a.get("value", 0.0))
     if op == "concat":
         return np.concatenate(xs, axis=int(a.get("axis", 0)))
+    if op == "slice":
+        return np.ascontiguousarray(xs[0][tuple(slice(int(b), int(e), int(s))
+                                                for b, e, s in zip(a["begin"], a["end"], a["step"]))])
     raise EvaluationError(f"node '{node.name}': the reference has no rule for op '{op}'")
 
 

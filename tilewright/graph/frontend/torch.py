@@ -240,6 +240,21 @@ def _concat(c, a):
     return c.out("concat", vals, {"axis": int(a["dim"]) % rank})
 
 
+def _slice(c, a):
+    """aten.slice(self, dim, start, end, step): Python slicing along one dim (None ends, negatives, clamping)."""
+    x = c.v(a["self"])
+    shape = c.b.types[x].shape
+    dim = int(a["dim"]) % len(shape)
+    start, stop, step = slice(a["start"], a["end"], int(a["step"] or 1)).indices(shape[dim])
+    if step < 1 or start >= stop:
+        raise unsupported("from_torch", str(c.node.target), c.node.name, SUPPORTED, "an empty or reversed slice")
+    if (start, stop, step) == (0, shape[dim], 1):
+        return x
+    begin, end, steps = [0] * len(shape), list(shape), [1] * len(shape)
+    begin[dim], end[dim], steps[dim] = start, stop, step
+    return c.out("slice", [x], {"begin": tuple(begin), "end": tuple(end), "step": tuple(steps)})
+
+
 def _pad(c, a):
     x = c.v(a["self"])
     rank = len(c.b.types[x].shape)
@@ -307,7 +322,7 @@ HANDLERS = {
     "relu6": lambda c, a: c.out("clip", [c.v(a["self"])], {"min": 0.0, "max": 6.0}),
     **{n: _unary(n) for n in ("relu", "sigmoid", "tanh", "silu", "hardswish", "exp", "sqrt", "neg", "erf")},
     **{n: _binary(n) for n in ("add", "sub", "mul", "div", "maximum", "minimum")},
-    "pow": _pow, "cat": _concat, "constant_pad_nd": _pad, "_to_copy": _to_copy, "rsqrt": _rsqrt, "abs": _abs,
+    "pow": _pow, "cat": _concat, "slice": _slice, "constant_pad_nd": _pad, "_to_copy": _to_copy, "rsqrt": _rsqrt, "abs": _abs,
     "sum": _sum,
 }
 # Ops that only check metadata at run time: nothing to compute.

@@ -1,0 +1,17 @@
+"""The graph that fusion cuts into kernels: the chosen activation layout packed
+(`layout.py`), then strided 1x1 convolutions split into a subsampling slice and
+a stride-1 GEMM (`subsample.py`). `compile` and `layout="auto"` both build from
+it, so the layout they measure is the one they run."""
+
+from __future__ import annotations
+
+from .ir import Graph
+from .layout import pack_layout
+from .subsample import subsample_strided_pointwise
+
+
+def kernel_graph(graph: Graph, layout: str, block: int) -> Graph:
+    return subsample_strided_pointwise(pack_layout(graph, layout, block))
+
+
+__all__ = ["kernel_graph"]
