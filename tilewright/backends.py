@@ -58,12 +58,13 @@ class Backend:
         source = self.render(func, target)
         return self.load(func, source, self.compile(source, target), target)
 
-    def default_schedule(self, outputs, target: Target):
-        """The untuned schedule: the space's default point, else the kind's fallback."""
+    def default_schedule(self, outputs, target: Target, constants=()):
+        """The untuned schedule: the space's default point, else the kind's fallback. `constants`:
+        inputs that never change between calls (packs of them are made once)."""
         if self.space is None and self.fallback_schedule is not None:
             return self.fallback_schedule(outputs, target)
         self.require_space()
-        space, plan = self.space(outputs, target)
+        space, plan = self.space(outputs, target, constants=constants)
         return self.apply(outputs, plan, self.default_point(space, plan))
 
     def require_space(self) -> None:

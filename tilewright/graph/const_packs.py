@@ -43,7 +43,7 @@ def build_kernel(args: list, constant_positions: set[int], target, name: str):
     backend = backend_for(target)
     if backend.kind != "cpu" or not constant_positions:
         return build(args, target=target, name=name), None
-    s = best_schedule(backend, args, target)
+    s = best_schedule(backend, args, target, [args[i] for i in constant_positions])
     func = backend.lower(s, args, name, target)
     hoisted = hoist_constant_packs(func, {args[i].name for i in constant_positions})
     if hoisted is None:

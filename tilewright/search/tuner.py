@@ -178,7 +178,7 @@ def run_tuning(backend, tensors, tgt, trials: int = 200, method: str = "q", time
     args, outputs = _split_args(tensors)
     _check_options(trials=trials, timeout=timeout, seed=seed, batch=batch, warmup=warmup, early_stop=early_stop)
     backend.require_space()
-    space, plan = backend.space(outputs, tgt)
+    space, plan = backend.space(outputs, tgt, constants=constants)
     strategy = make_strategy(method, space, seed)
     store = records if isinstance(records, Records) else Records(records)
     wkey, tkey = workload_key(outputs), tgt.key
@@ -330,12 +330,13 @@ def _valid_point(record: Record, space) -> Point | None:
     return p if space.valid(p) else None
 
 
-def best_schedule(backend, tensors, tgt):
+def best_schedule(backend, tensors, tgt, constants=()):
     """The schedule of the best record in the active store for this workload and target
     fingerprint, rebuilt by replaying its stored trace (not re-derived from its point, so
     a later change of the space code cannot change it), or else the default point's.
     Records of the same workload for other fingerprints are never applied: a warning says
-    they exist; so does one for a record whose trace no longer replays."""
+    they exist; so does one for a record whose trace no longer replays. `constants`: inputs
+    that never change between calls (a model's weights), which the default packs for free."""
     from ..records import active_records
 
     _, outputs = _split_args(tensors)
@@ -360,7 +361,7 @@ def best_schedule(backend, tensors, tgt):
                               f"{', ...' if len(others) > 3 else ''}); they are not applied to {tgt.key}. "
                               f"Using the default schedule; tune on this target to get one.",
                               TilewrightWarning, stacklevel=3)
-    return backend.default_schedule(outputs, tgt)
+    return backend.default_schedule(outputs, tgt, constants)
 
 
 def _record(store: Records, wkey, tkey, point: Point, schedule, m: MeasureResult, method, seed, run_id, desc):

@@ -60,8 +60,10 @@ MAX_TILE_POINTS = 512  # unrolled register tile size bound (code size)
 BLOCK_ACC_BYTES = 32 * 1024  # accumulators of a reduction-blocked middle block: within L1
 
 
-def cpu_space(outputs, target: Target) -> tuple[Space, CpuPlan]:
-    plan = make_plan(outputs, target)
+def cpu_space(outputs, target: Target, constants=()) -> tuple[Space, CpuPlan]:
+    """The space and plan of the program computing `outputs`; `constants`: its input tensors that
+    never change between calls (a model's weights), whose packs the default then counts as free."""
+    plan = make_plan(outputs, target, constants)
     main = plan.main
     knobs = loop_knobs(main, 3, 2, plan.lanes)
     if main.reduce:

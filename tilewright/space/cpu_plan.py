@@ -37,6 +37,9 @@ class CpuPlan:
     l1_ways: int = 8
     target: Target | None = None  # execution units, features (the default model's machine)
     memo: dict = field(default_factory=dict, repr=False)  # the default model's per-program answers
+    # ids of the placeholders (in `outputs`' program) that never change between calls: a model's weights,
+    # whose packs the compiled model makes once (graph/const_packs.py), so the default prices them at zero
+    constants: frozenset = frozenset()
 
 
 def main_loads(plan: CpuPlan, tensor) -> list:
@@ -47,11 +50,13 @@ def main_loads(plan: CpuPlan, tensor) -> list:
     return plan.memo[key]
 
 
-def make_plan(outputs, target: Target) -> CpuPlan:
+def make_plan(outputs, target: Target, constants=()) -> CpuPlan:
     outputs = as_tensor_list(outputs, "outputs")
     merged = merge_contiguous_axes(outputs)
+    constant_ids = frozenset(id(t) for t in constants)
     if merged is not None:
         outputs = merged.outputs
+        constant_ids = frozenset(id(merged.views.get(id(t), t)) for t in constants)
     g = analyze(outputs)
     main = g.main
     anchor, inlined = anchor_chain(g)
@@ -61,7 +66,7 @@ def make_plan(outputs, target: Target) -> CpuPlan:
     lanes = target.vector_lanes(dtype.bytes) if dtype.name in _VECTOR_DTYPES else 1
     return CpuPlan(g, main, anchor, tuple(inlined), producers, packable, lanes, target.vector_registers, target.cores,
                    target.cache_bytes(2) or 512 * 1024, target.cache_bytes(1) or 32 * 1024, tuple(outputs), merged,
-                   target.l1_ways, target)
+                   target.l1_ways, target, constants=constant_ids)
 
 
 def vector_width(extent: int, lanes: int) -> int:

@@ -50,6 +50,11 @@ ROLL_FREE_REGISTERS = 6
 PEELED_INSNS = 200
 # per output element a transposing copy-out writes (a lane extracted and stored)
 EPILOGUE_CYCLES = 1.0
+# A tile vectorized along another axis than the output's contiguous one ranks as if this much slower:
+# its lanes are stored a plane apart and its rows broadcast activations, which the step model leaves
+# out. Measured (Zen 3, weights packed once): 1024->256 1x1 at 14x14, modelled 4% ahead along o,
+# ran 8% behind the h*w tile; at 7x7 (2048->512) modelled and measured 40% ahead.
+STRIDED_OUTPUT_MARGIN = 0.06
 # per element a packing copy reorders (a strided gather and a store), next to the tile's FMA cycles;
 # measured, same-run A/B of the defaults 1.0 and 2.0 pick: bil_1 29.0 -> 15.8 ms, yolo_conv5 2.60 -> 2.31
 PACK_CYCLES = 2.0
@@ -229,7 +234,8 @@ def _ranked(found: list) -> list[Tile]:
     the cache lines rows touch, vectors."""
     def rank(entry):
         _, ties, c = entry
-        return (round(c.score, 6), ties[0], -round(c.reads_per_fma, 6), *ties[1:])
+        score = c.score * (1 - STRIDED_OUTPUT_MARGIN if c.vec_choice else 1)
+        return (round(score, 6), ties[0], -round(c.reads_per_fma, 6), *ties[1:])
 
     best: dict = {}  # shape -> (rank, Tile), in the order shapes first appear
     for entry in found:
@@ -264,6 +270,8 @@ def pack_cycles(plan: CpuPlan, tensor, tile: dict, vpos: int, width: int) -> flo
     bilinear form's w[m, k1, k2] vectorized along m serves only batch / rows tiles per
     element, a conv's weights every h x w tile. `tile`: {position: factor}."""
     dims = indexing_dims(plan, tensor, vpos)
+    if id(tensor) in plan.constants:
+        return 0.0  # a model's weights: packed once when the model is built
     if not is_placeholder(tensor) or len(dims) != 1 or math.prod(tensor.shape[min(dims) + 1:]) == 1:
         return 0.0  # already contiguous along the vector (a transposed conv's w[c, o, 1, 1])
     steps = math.prod(lp.extent / (width if n == vpos else tile.get(n, 1)) for n, lp in enumerate(plan.main.spatial))

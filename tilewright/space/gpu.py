@@ -68,7 +68,8 @@ REGISTER_OVERHEAD = 16  # registers for indices, pointers and loop counters
 MIN_WARP_FILL = 0.75  # threads per block fill their warps at least this much (a multiple of the warp: 1.0)
 
 
-def gpu_space(outputs, target: Target) -> tuple[Space, GpuPlan]:
+def gpu_space(outputs, target: Target, constants=()) -> tuple[Space, GpuPlan]:
+    """`constants` is accepted for the CPU space's signature: GPU kernels pack nothing once."""
     plan = make_gpu_plan(outputs, target)
     main = plan.main
     knobs = loop_knobs(main, SPATIAL_PARTS, REDUCE_PARTS, GPU_ROUND_UP)

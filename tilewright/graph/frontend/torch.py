@@ -322,8 +322,8 @@ HANDLERS = {
     "relu6": lambda c, a: c.out("clip", [c.v(a["self"])], {"min": 0.0, "max": 6.0}),
     **{n: _unary(n) for n in ("relu", "sigmoid", "tanh", "silu", "hardswish", "exp", "sqrt", "neg", "erf")},
     **{n: _binary(n) for n in ("add", "sub", "mul", "div", "maximum", "minimum")},
-    "pow": _pow, "cat": _concat, "slice": _slice, "constant_pad_nd": _pad, "_to_copy": _to_copy, "rsqrt": _rsqrt, "abs": _abs,
-    "sum": _sum,
+    "pow": _pow, "cat": _concat, "slice": _slice, "constant_pad_nd": _pad, "_to_copy": _to_copy, "rsqrt": _rsqrt,
+    "abs": _abs, "sum": _sum,
 }
 # Ops that only check metadata at run time: nothing to compute.
 SKIPPED = {"_assert_tensor_metadata", "_assert_scalar", "sym_constrain_range_for_size", "_assert_async"}
