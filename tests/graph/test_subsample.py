@@ -63,7 +63,7 @@ def test_compiled_downsample_matches_the_reference(tmp_path):
     np.testing.assert_allclose(module(*inputs), run_reference(graph, inputs)[0], rtol=1e-4, atol=1e-4)
 
 
-def test_slice_op_types_reference_and_errors():
+def test_slice_op_types_reference_and_errors(tmp_path):
     b = Builder("slice")
     x = b.input("x", (2, 5, 9))
     b.op("slice", [x], "y", (2, 2, 4), begin=(0, 1, 2), end=(2, 5, 9), step=(1, 3, 2))
@@ -71,7 +71,7 @@ def test_slice_op_types_reference_and_errors():
     assert infer_node(graph.nodes[0], [graph.type_of("x")])[0].shape == (2, 2, 4)
     arr = np.arange(90, dtype=np.float32).reshape(2, 5, 9)
     np.testing.assert_array_equal(run_reference(graph, [arr])[0], arr[:, 1:5:3, 2:9:2])
-    module = tw_compile(graph, trials=0, records=None)
+    module = tw_compile(graph, trials=0, records=tmp_path / "r.db")
     np.testing.assert_array_equal(module(arr), arr[:, 1:5:3, 2:9:2])
     bad = Node("slice", ("x",), ("y",), {"begin": (0, 0, 0), "end": (2, 6, 9), "step": (1, 1, 1)})
     with pytest.raises(ShapeError, match=r"dimension 1: begin 0, end 6, step 1 is not a slice of size 5"):

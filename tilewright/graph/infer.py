@@ -274,6 +274,11 @@ def _pad(node, ins):
     return [TensorType(out, ins[0].dtype)]
 
 
+def slice_shape(begin, end, step) -> tuple[int, ...]:
+    """The shape of x[begin[d]:end[d]:step[d]] over every dimension d (valid bounds)."""
+    return tuple(-(-(int(e) - int(b)) // int(s)) for b, e, s in zip(begin, end, step))
+
+
 def _slice(node, ins):
     shape = ins[0].shape
     begin, end, step = (tuple(int(v) for v in node.attr(k)) for k in ("begin", "end", "step"))
@@ -283,7 +288,7 @@ def _slice(node, ins):
         if not (0 <= b < e <= n and s >= 1):
             raise _fail(node, ins, f"dimension {d}: begin {b}, end {e}, step {s} is not a slice of size {n}; "
                                    f"valid: 0 <= begin < end <= {n}, step >= 1")
-    return [TensorType(tuple(-(-(e - b) // s) for b, e, s in zip(begin, end, step)), ins[0].dtype)]
+    return [TensorType(slice_shape(begin, end, step), ins[0].dtype)]
 
 
 def _concat(node, ins):
@@ -388,4 +393,5 @@ def infer_types(graph: Graph) -> Graph:
     return graph.replace(types=types)
 
 
-__all__ = ["infer_types", "infer_node", "broadcast_shapes", "pool_out", "pair", "quad", "reshape_target", "reduce_axes"]
+__all__ = ["infer_types", "infer_node", "slice_shape",
+           "broadcast_shapes", "pool_out", "pair", "quad", "reshape_target", "reduce_axes"]

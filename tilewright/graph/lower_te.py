@@ -19,6 +19,7 @@ from ..te import min as te_min
 from ..te import pow as te_pow
 from ..te import sum as te_sum
 from ..te.tensor import Tensor
+from .infer import slice_shape
 from .ir import Graph, Node
 from .partition import Group
 
@@ -237,8 +238,8 @@ def _pad(node: Node, a: list[Tensor], name: str) -> Tensor:
 
 def _slice(node: Node, a: list[Tensor], name: str) -> Tensor:
     begin, end, step = node.attr("begin"), node.attr("end"), node.attr("step")
-    shape = tuple(-(-(int(e) - int(b)) // int(s)) for b, e, s in zip(begin, end, step))
-    return compute(shape, lambda *i: a[0][tuple(int(b) + int(s) * v for b, s, v in zip(begin, step, i))], name=name)
+    return compute(slice_shape(begin, end, step),
+                   lambda *i: a[0][tuple(int(b) + int(s) * v for b, s, v in zip(begin, step, i))], name=name)
 
 
 def _layer_norm(node: Node, a: list[Tensor], name: str) -> Tensor:

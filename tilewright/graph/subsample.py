@@ -29,9 +29,8 @@ def subsample_strided_pointwise(graph: Graph) -> Graph:
     names = FreshNames.of(graph)
     slices: dict[tuple[str, tuple[int, int]], str] = {}
     nodes = []
-    changed = False
     for node in graph.nodes:
-        stride = _strided_pointwise(graph, node) if node.op == "conv2d" else None
+        stride = _strided_pointwise(graph, node)
         if stride is None:
             nodes.append(node)
             continue
@@ -43,8 +42,7 @@ def subsample_strided_pointwise(graph: Graph) -> Graph:
             nodes.append(Node("slice", (x,), (slices[key],),
                               {"begin": (0, 0, 0, 0), "end": (n, c, h, w), "step": (1, 1, *stride)}))
         nodes.append(node.replace(inputs=(slices[key], *node.inputs[1:]), attrs=dict(node.attrs, stride=(1, 1))))
-        changed = True
-    return infer_types(graph.replace(nodes=nodes)) if changed else graph
+    return infer_types(graph.replace(nodes=nodes)) if slices else graph
 
 
 __all__ = ["subsample_strided_pointwise"]
