@@ -13,7 +13,8 @@ from .tasks import extract_tasks, lower_partition
 
 
 def compile(model, example_inputs=None, target="cpu", trials: int = 0, records=None,  # noqa: A001 (as torch.compile)
-            progress: bool = True, name: str | None = None, layout: str = "auto", **tune_options) -> Module:
+            progress: bool = True, name: str | None = None, layout: str = "auto", winograd: bool = True,
+            **tune_options) -> Module:
     """Compile a Graph or a torch.nn.Module (with `example_inputs`) for `target`.
     `trials`: the model's total tuning budget (0: default schedules, no measuring).
     `layout`: "NCHW" (every convolution on the caller's layout), "NCHWc" (every
@@ -21,6 +22,9 @@ def compile(model, example_inputs=None, target="cpu", trials: int = 0, records=N
     "depthwise" (only depthwise convolutions packed; see `graph/layout.py`), or "auto":
     the faster of NCHW and NCHWc, measured on the whole model built from the records
     as they stand (default schedules where there are none), before any tuning.
+    `winograd`: packed 3x3 stride-1 convolutions with enough channels run as Winograd F(4x4, 3x3)
+    (input transform, batched GEMM, output transform; see `graph/winograd.py`); False keeps every
+    convolution direct.
     `name`: the model's name in progress lines and summaries (default: its class name).
     `records`: a record store or path (default: the user cache); tuning writes to it
     and the build reads from it. `tune_options` go to `tw.tune` (seed, timeout, cost_model, ...)."""
@@ -38,12 +42,12 @@ def compile(model, example_inputs=None, target="cpu", trials: int = 0, records=N
     if layout == "auto":
         from .layout_choice import choose_layout
 
-        layout, built = choose_layout(graph, tgt, store, progress=progress)
+        layout, built = choose_layout(graph, tgt, store, progress=progress, winograd=winograd)
     tuning = {"trials": 0, "reused": 0, "seconds": 0.0}
     if built is not None and trials <= 0:
         module = built
     else:
-        graph = kernel_graph(graph, layout, tgt.vector_lanes(4))
+        graph = kernel_graph(graph, layout, tgt.vector_lanes(4), winograd)
         partition = fuse(graph)
         programs = lower_partition(partition)
         tasks = extract_tasks(partition, programs)

@@ -26,7 +26,8 @@ def packable(graph: Graph, block: int) -> bool:
     return any(n.op == "conv2d" and conv_block(graph, n, block) for n in graph.nodes)
 
 
-def choose_layout(graph: Graph, target, records, progress: bool = False) -> tuple[str, Module | None]:
+def choose_layout(graph: Graph, target, records, progress: bool = False,
+                  winograd: bool = True) -> tuple[str, Module | None]:
     """"NCHWc" or "NCHW" for the optimized `graph` (the faster module on one random input), and that
     module as built from `records` (None when nothing could pack and nothing was built)."""
     from .fusion import fuse
@@ -40,7 +41,7 @@ def choose_layout(graph: Graph, target, records, progress: bool = False) -> tupl
     modules, outputs = {}, {}
     with records:
         for layout in ("NCHW", "NCHWc"):
-            modules[layout] = build_module(fuse(kernel_graph(graph, layout, block)), target)
+            modules[layout] = build_module(fuse(kernel_graph(graph, layout, block, winograd)), target)
             out = modules[layout](*inputs)
             outputs[layout] = out if isinstance(out, list) else [out]
     for a, b in zip(outputs["NCHW"], outputs["NCHWc"], strict=True):

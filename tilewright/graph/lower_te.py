@@ -19,6 +19,7 @@ from ..te import min as te_min
 from ..te import pow as te_pow
 from ..te import sum as te_sum
 from ..te.tensor import Tensor
+from . import winograd_ops
 from .infer import slice_shape
 from .ir import Graph, Node
 from .partition import Group
@@ -288,6 +289,7 @@ _LOWER = {
     "concat": _concat,
     "slice": _slice,
     "layout_transform": lambda n, a, name: ops.layout_transform(a[0], n.attr("src"), n.attr("dst"), name=name),
+    **winograd_ops.LOWER,
 }
 
 LOWERED_OPS = frozenset(_LOWER)

@@ -71,6 +71,11 @@ _SPECS = [
     OpSpec("concat", ("x*",), {"axis": 0}, Pattern.INJECTIVE, "x*: one or more inputs"),
     OpSpec("slice", ("x",), {"begin": None, "end": None, "step": None}, Pattern.INJECTIVE,
            "x[begin[d]:end[d]:step[d]] in every dimension d; 0 <= begin < end <= size, step >= 1"),
+    OpSpec("winograd_input", ("x",), {"padding": (1, 1, 1, 1)}, Pattern.COMPLEX,
+           "NCHW{b}c x -> V[36, N * tiles, C]: every 6x6 tile of a 3x3 convolution's input, B^T d B "
+           "(graph/winograd.py writes it)"),
+    OpSpec("winograd_output", ("m", "bias?"), {"shape": None}, Pattern.COMPLEX,
+           "M[36, N * tiles, O] -> the NCHW{b}c output `shape`: A^T M A per 4x4 tile, plus bias"),
     OpSpec("layout_transform", ("x",), {"src": None, "dst": None}, Pattern.INJECTIVE,
            "re-pack between 'NCHW' and 'NCHW{b}c' (graph/layout.py inserts these)"),
     *(OpSpec(n, ("x",), {}, Pattern.INJECTIVE, d) for n, d in _UNARY.items()),

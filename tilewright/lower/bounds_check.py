@@ -15,7 +15,7 @@ from __future__ import annotations
 from ..errors import LoweringError
 from ..ir.expr import Binary, BinOp, Cast, CmpOp, Compare, Const, Expr, Load, Select, Unary, UnOp, Var
 from ..ir.stmt import Allocate, For, IfThenElse, LetStmt, Seq, Stmt, Store
-from ..ir.traverse import children, structural_key, transform, walk
+from ..ir.traverse import children, free_vars, structural_key, transform, walk
 from .simplify import Linear, Ranges, const_bounds, simplify, to_linear
 
 _MAX_SPLITS = 3  # min/max nodes split into cases per access (2**3 cases at most)
@@ -176,11 +176,29 @@ def _replace(e: Expr, key, value: Expr) -> Expr:
     return transform(e, fn)
 
 
+def _relevant(index: Expr, facts: tuple) -> list:
+    """The guards that share a variable with `index`, directly or through other such guards: the
+    others cannot narrow it (a dispatch chain's `e == k` around a load indexed by other loops)."""
+    wanted = {id(v) for v in free_vars(index)}
+    rest = [(f, {id(v) for v in free_vars(f)}) for f in facts]
+    out: list = []
+    grew = True
+    while grew:
+        grew = False
+        for f, vs in rest:
+            if (vs & wanted or not vs) and not any(f is g for g in out):
+                out.append(f)
+                wanted |= vs
+                grew = True
+    return [f for f in facts if any(f is g for g in out)]
+
+
 class _Checker:
     def __init__(self, args: set[int]):
         # buffers of compute_at regions hold a window whose offsets (x // c - x0 // c over a stepped
         # loop) need more than intervals; their tensors are checked where they are root or inputs
         self.args = args
+        self.memo: dict = {}  # equal indices under equal guards and ranges (a dispatch chain's many loads)
 
     def stmt(self, s: Stmt, ranges: Ranges, facts: tuple, writer: str | None) -> None:
         if isinstance(s, For):
@@ -250,6 +268,15 @@ class _Checker:
 
     def range_of(self, index: Expr, ranges: Ranges, facts: tuple) -> tuple[int, int] | None:
         """Union over the min/max cases of the index's bounds; None when unknown."""
+        relevant = _relevant(index, facts)
+        used = {id(v): v for e in (index, *relevant) for v in free_vars(e)}
+        key = (structural_key(index), tuple(structural_key(f) for f in relevant),
+               tuple(sorted((structural_key(v), ranges.get(i)) for i, v in used.items())))
+        if key not in self.memo:
+            self.memo[key] = self._range_of(index, relevant, ranges)
+        return self.memo[key]
+
+    def _range_of(self, index: Expr, facts: list, ranges: Ranges) -> tuple[int, int] | None:
         cases = [(index, list(facts))]
         for _ in range(_MAX_SPLITS):  # one node at a time: replacing it rebuilds the nodes around it
             split = []

@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..ir import arith
 from ..ir.dtype import bool_
 from ..ir.expr import Binary, BinOp, Cast, CmpOp, Compare, Const, Expr, Select, Unary, UnOp, Var
-from ..ir.traverse import structural_key, transform
+from ..ir.traverse import children, structural_key, with_children
 
 Ranges = dict[int, tuple[int, int]]
 
@@ -88,7 +88,20 @@ class Linear:
         return Linear({k: [a, coef * c] for k, (a, coef) in self.terms.items()}, self.const * c)
 
 
+_linear_memo: dict[int, tuple[Expr, Linear]] | None = None  # id -> (node, form), during one `simplify`
+
+
 def to_linear(e: Expr) -> Linear:
+    """The linear form of `e` (callers must not modify it: within `simplify` forms are shared)."""
+    if _linear_memo is None:
+        return _to_linear(e)
+    hit = _linear_memo.get(id(e))
+    if hit is None or hit[0] is not e:
+        hit = _linear_memo[id(e)] = (e, _to_linear(e))
+    return hit[1]
+
+
+def _to_linear(e: Expr) -> Linear:
     if isinstance(e, Const) and e.dtype.is_int:
         return Linear(const=int(e.value))
     if isinstance(e, Binary) and e.dtype.is_int:
@@ -272,5 +285,26 @@ def simplify_node(e: Expr, ranges: Ranges) -> Expr:
 
 
 def simplify(e: Expr, ranges: Ranges | None = None) -> Expr:
+    """Bottom-up, except that a select whose condition folds to a constant keeps only its chosen
+    branch, which alone is simplified (an unrolled dispatch chain: a Winograd transform's 36)."""
+    global _linear_memo
     ranges = ranges or {}
-    return transform(e, lambda n: simplify_node(n, ranges))
+    memo: dict[int, Expr] = {}
+    outer = _linear_memo
+    if outer is None:  # the outermost call: each subtree's form computed once (deep index sums were
+        _linear_memo = {}  # re-linearized at every level, quadratic in their depth)
+
+    def visit(node: Expr) -> Expr:
+        key = id(node)
+        if key not in memo:
+            cond = visit(node.cond) if isinstance(node, Select) else None
+            if isinstance(cond, Const):
+                memo[key] = visit(node.t if cond.value else node.f)
+            else:
+                memo[key] = simplify_node(with_children(node, tuple(visit(c) for c in children(node))), ranges)
+        return memo[key]
+
+    try:
+        return visit(e)
+    finally:
+        _linear_memo = outer

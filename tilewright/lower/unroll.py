@@ -6,10 +6,11 @@ Loops bound to GPU threads are never unrolled (they are not UNROLLED)."""
 from __future__ import annotations
 
 from ..ir import arith
-from ..ir.expr import Const
+from ..ir.expr import Const, Expr, Select
 from ..ir.stmt import For, ForKind, Stmt, seq
 from ..ir.stmt_functor import map_stmt
-from ..ir.traverse import substitute
+from ..ir.traverse import children, free_vars, with_children
+from .simplify import simplify
 
 MAX_UNROLL = 64
 
@@ -20,8 +21,34 @@ def unrolled_copies(loop: For) -> Stmt:
     copies = []
     for k in range(int(loop.extent.value)):
         value = arith.const(begin + k, loop.var.dtype)
-        copies.append(map_stmt(loop.body, None, lambda e, v=value: substitute(e, {loop.var: v})))
+        copies.append(map_stmt(loop.body, None, lambda e, v=value: bind(e, loop.var, v)))
     return seq(*copies)
+
+
+def bind(e: Expr, var, value: Const) -> Expr:
+    """`e` with `var` replaced by `value`, where a select whose condition becomes a constant keeps
+    only its chosen branch (an unrolled dispatch chain shrinks to one branch per copy here, instead
+    of copying every branch for simplify to drop)."""
+    if var not in free_vars(e):
+        return e
+    memo: dict[int, Expr] = {}
+
+    def visit(node: Expr) -> Expr:
+        key = id(node)
+        if key not in memo:
+            if node is var:
+                memo[key] = value
+            elif isinstance(node, Select) and var in free_vars(node.cond):
+                cond = simplify(visit(node.cond))
+                if isinstance(cond, Const):
+                    memo[key] = visit(node.t if cond.value else node.f)
+                else:
+                    memo[key] = Select(cond, visit(node.t), visit(node.f), node.dtype)
+            else:
+                memo[key] = with_children(node, tuple(visit(c) for c in children(node)))
+        return memo[key]
+
+    return visit(e)
 
 
 def unroll(stmt: Stmt) -> Stmt:

@@ -80,8 +80,15 @@ class _Vectorizer:
         self.lanes = lanes
         self.base = base  # the first lane's value of `var` (0 when None)
         self.scatter = scatter  # stores at a positive stride allowed (CPU)
+        self.memo: dict[int, tuple[Expr, Expr]] = {}  # keeps shared subexpressions shared
 
     def expr(self, e: Expr) -> Expr:
+        hit = self.memo.get(id(e))
+        if hit is None or hit[0] is not e:
+            hit = self.memo[id(e)] = (e, self._expr(e))
+        return hit[1]
+
+    def _expr(self, e: Expr) -> Expr:
         if e is self.var:
             base = arith.const(0, e.dtype) if self.base is None else self.base
             return Ramp(base, 1, self.lanes, e.dtype.with_lanes(self.lanes))

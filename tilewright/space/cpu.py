@@ -21,6 +21,7 @@ option means in `cpu_knobs`, the default point in `cpu_default`."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from ..ir.expr import Load
@@ -43,6 +44,7 @@ from .cpu_knobs import (
 )
 from .cpu_plan import (
     CpuPlan,
+    dispatch_periods,
     indexing_dims,
     lane_reduce_loop,
     main_loads,
@@ -53,7 +55,7 @@ from .cpu_plan import (
     vector_position,
     vector_width,
 )
-from .knobs import OrdinalKnob, loop_knobs
+from .knobs import OrdinalKnob, SplitKnob, loop_knobs
 from .space import Point, Space
 
 MAX_TILE_POINTS = 512  # unrolled register tile size bound (code size)
@@ -65,7 +67,7 @@ def cpu_space(outputs, target: Target, constants=()) -> tuple[Space, CpuPlan]:
     never change between calls (a model's weights), whose packs the default then counts as free."""
     plan = make_plan(outputs, target, constants)
     main = plan.main
-    knobs = loop_knobs(main, 3, 2, plan.lanes)
+    knobs = [_dispatch_totals(k, plan) for k in loop_knobs(main, 3, 2, plan.lanes)]
     if main.reduce:
         knobs.append(OrdinalKnob("reduce_inner", REDUCE_INNER))
         knobs.append(OrdinalKnob("reduce_block", (False, True)))
@@ -86,8 +88,12 @@ def cpu_space(outputs, target: Target, constants=()) -> tuple[Space, CpuPlan]:
     for p in plan.producers:
         knobs.append(OrdinalKnob(place_key(p), PLACE))
 
+    dispatch = dispatch_periods(plan)
+
     def constraint(point: Point) -> bool:
         tile = [tile_factor(point, lp) for lp in main.spatial]
+        if dispatch and (any(tile[n] % period for n, period in dispatch.items()) or not option(point, "unroll", 0)):
+            return False
         points = math.prod(tile)
         if option(point, "vec_reduce", 0):  # one vector of lane sums per register row
             if split_of(point, lane_reduce_loop(plan))[1] % plan.lanes:
@@ -95,6 +101,7 @@ def cpu_space(outputs, target: Target, constants=()) -> tuple[Space, CpuPlan]:
             regs = points
         else:
             regs = points // vector_width(tile[vector_position(point, plan)] if tile else 1, plan.lanes)
+            regs //= math.prod(tile[n] for n in dispatch)  # each branch's points are written as computed
         if option(point, "reduce_block", 0):  # accumulators of a whole middle block stay in L1
             block = math.prod(split_of(point, lp)[1] * split_of(point, lp)[2] for lp in main.spatial
                               if split_of(point, lp) is not None)
@@ -104,6 +111,16 @@ def cpu_space(outputs, target: Target, constants=()) -> tuple[Space, CpuPlan]:
 
     space = Space(knobs, constraint, added={"pressure_sched": 0})  # records from before it: no hint
     return space, plan
+
+
+def _dispatch_totals(knob, plan: CpuPlan):
+    """A dispatch loop's split (cpu_plan.dispatch_periods) with a total its period divides: a 6-row
+    output's h % 4 rounds up to 8 (the last tile guarded)."""
+    periods = {plan.main.spatial[n].name: p for n, p in dispatch_periods(plan).items()}
+    period = periods.get(getattr(knob, "axis", None)) if isinstance(knob, SplitKnob) and knob.parts == 3 else None
+    if period is None or any(t % period == 0 for t in knob.totals):
+        return knob
+    return dataclasses.replace(knob, totals=tuple(sorted((*knob.totals, -(-knob.extent // period) * period))))
 
 
 def _outer_loop_for(plan: CpuPlan, tensor, outer: list, order, nfuse: int, par):

@@ -84,13 +84,15 @@ def vector_axes(plan: CpuPlan) -> tuple[int, ...]:
     """Positions of the main node's spatial loops its register tile may be
     vectorized along: the innermost one (contiguous in the output), then any
     other whose extent holds a whole vector (e.g. output channels of a conv
-    whose rows are too short for a vector); last listed first."""
+    whose rows are too short for a vector); last listed first. Never a dispatch loop."""
     sp = plan.main.spatial
     if not sp:
         return ()
     last = len(sp) - 1
-    others = tuple(n for n, lp in enumerate(sp[:-1]) if plan.lanes > 1 and lp.extent % 4 == 0)
-    return (last, *others)
+    fixed = dispatch_periods(plan)  # unrolled whole: a vector along one would not fold its selects
+    others = tuple(n for n, lp in enumerate(sp[:-1])
+                   if plan.lanes > 1 and lp.extent % 4 == 0 and n not in fixed)
+    return (last, *others) if last not in fixed else others
 
 
 def vector_position(point: Point, plan: CpuPlan) -> int:
@@ -174,3 +176,43 @@ def varying_vars(e, width: int) -> set[int]:
             return set()
         return varying_vars(e.a, width) | varying_vars(e.b, width)
     return {id(v) for v in free_vars(e)}
+
+
+MAX_DISPATCH_PERIOD = 64  # branches one unrolled tile may pick among
+
+
+def dispatch_periods(plan: CpuPlan) -> dict[int, int]:
+    """{position: period} of the main node's spatial loops that pick a branch of its expression by
+    `select` (a Winograd transform's coefficients): on `axis == k` (period: the loop's extent) or on
+    `axis % m == k` (period m). The space keeps such a loop's register tile a whole number of periods,
+    unrolled, so that every select folds to one branch and the branches' common partial sums are
+    shared; tiled otherwise, every lane would evaluate the select chain. Only for a main node without
+    reduction: its tile's points are written as they are computed, not accumulators kept live."""
+    key = "dispatch"
+    if key not in plan.memo:
+        plan.memo[key] = {} if plan.main.reduce else _dispatch_periods(plan)
+    return plan.memo[key]
+
+
+def _dispatch_periods(plan: CpuPlan) -> dict[int, int]:
+    from ..ir.expr import Binary, BinOp, CmpOp, Compare, Const, Select
+    from ..ir.traverse import walk
+
+    axes = {id(a): n for n, a in enumerate(plan.main.tensor.op.axis)}
+    periods: dict[int, int] = {}
+    for e in walk(plan.main.tensor.op.body):
+        if not (isinstance(e, Select) and isinstance(e.cond, Compare) and e.cond.op is CmpOp.EQ):
+            continue
+        for v, k in ((e.cond.a, e.cond.b), (e.cond.b, e.cond.a)):
+            if not isinstance(k, Const):
+                continue
+            if id(v) in axes:
+                n, period = axes[id(v)], plan.main.spatial[axes[id(v)]].extent
+            elif (isinstance(v, Binary) and v.op is BinOp.FLOORMOD and id(v.a) in axes and isinstance(v.b, Const)
+                  and int(v.b.value) > 0):
+                n, period = axes[id(v.a)], int(v.b.value)
+            else:
+                continue
+            if period <= MAX_DISPATCH_PERIOD and periods.get(n, period) == period:
+                periods[n] = period
+    return periods

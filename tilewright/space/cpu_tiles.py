@@ -36,7 +36,7 @@ from .cpu_access import (
     padded_reads,
     row_varies,
 )
-from .cpu_plan import CpuPlan, indexing_dims, main_loads, spatial_positions, vector_axes, vector_width
+from .cpu_plan import CpuPlan, dispatch_periods, indexing_dims, main_loads, spatial_positions, vector_axes, vector_width
 from .space import Space
 
 # Cycles an accumulator chain waits beyond the FMA's datasheet latency (its operand loads, the
@@ -164,6 +164,9 @@ def register_tiles(space: Space, plan: CpuPlan) -> list[Tile]:
     tiles = {lp.name: 1 for lp in sp}
     totals = {lp.name: lp.extent for lp in sp}
     options = vector_axes(plan)
+    fixed = _dispatch_tiles(space, plan)
+    tiles.update({sp[n].name: f for n, (f, _) in fixed.items()})
+    totals.update({sp[n].name: t for n, (_, t) in fixed.items()})
     if not sp or not options:
         return [Tile(0, len(sp) - 1 if sp else 0, 1, tiles, totals, 0.0, 1, 0, 0.0)]
     found: list = []  # (shape, ties, Tile)
@@ -173,11 +176,12 @@ def register_tiles(space: Space, plan: CpuPlan) -> list[Tile]:
             nvec = max(1, width // plan.lanes)
             lanes = min(width, plan.lanes)
             budget = max(1, (plan.registers - 4) // nvec)
-            others = [n for n, lp in enumerate(sp) if n != vpos and lp.extent > 1]
+            others = [n for n, lp in enumerate(sp) if n != vpos and lp.extent > 1 and n not in fixed]
             contiguity = [spatial_positions(plan, t, exact=True, last_dim=True) for t in plan.main.inputs]
             indexing = [spatial_positions(plan, t, width=lanes) for t in plan.main.inputs]
             groups = group_sizes(plan, lanes)
-            for rows in _row_splits(space, sp, others, budget):
+            # a dispatch tile's branches already give the compiler independent work: no rows beside them
+            for rows in ([{}] if fixed else _row_splits(space, sp, others, budget)):
                 # rows straddling a group would not share its operand registers; a rounded-up split
                 # total shifts the tiles off the group boundaries, so it must be the extent itself
                 if any(d % rows[n][0] or sp[n].extent % rows[n][1] for n, d in groups.items() if n in rows):
@@ -205,6 +209,21 @@ def register_tiles(space: Space, plan: CpuPlan) -> list[Tile]:
                                  operand_regs, reads_per_fma)
                 found.append((shape, (-vec_choice, -lines, vectors), candidate))
     return _ranked(found)
+
+
+def _dispatch_tiles(space: Space, plan: CpuPlan) -> dict[int, tuple[int, int]]:
+    """{position: (tile factor, split total)} of the dispatch loops (cpu_plan.dispatch_periods):
+    one period, over the smallest split total it divides (a 14-row output's h % 4: 16, guarded).
+    Their unrolled copies are branches written one after another, so the tile's cost is counted
+    without them."""
+    out = {}
+    for n, period in dispatch_periods(plan).items():
+        lp = plan.main.spatial[n]
+        knob = space.knobs.get(f"split.{lp.name}")
+        total = next((t for t in (knob.totals if knob else (lp.extent,)) if t % period == 0), None)
+        if total is not None:
+            out[n] = (period, total)
+    return out
 
 
 def _vector_splits(space: Space, plan: CpuPlan, vpos: int):
