@@ -59,3 +59,16 @@ def test_transforms_fold_their_selects_and_compute_a_convolution(h):
     ya = np.zeros([int(d) for d in y.shape], np.float32)
     kout(ma, ya)
     np.testing.assert_allclose(from_blocked(ya), conv2d(xa, wa, None, padding=(1, 1, 1, 1)), rtol=1e-4, atol=1e-4)
+
+
+def test_random_points_keep_the_dispatch_tile_and_tuning_runs(tmp_path):
+    import random
+
+    (x, v), (m, y) = transforms()
+    space, plan = cpu_space([x, v], AVX2)
+    rng = random.Random(0)
+    for _ in range(20):
+        p = space.sample(rng)
+        assert space.valid(p) and tile_factor(p, plan.main.spatial[0]) == 36
+    result = tw.tune([m, y], target="cpu", trials=3, method="q", seed=0, records=tmp_path / "r.db")
+    assert result.best_point is not None and len(result.history) >= 3

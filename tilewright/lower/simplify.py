@@ -9,6 +9,8 @@ are folded. `ranges` maps id(var) to inclusive (lo, hi) constant bounds.
 
 from __future__ import annotations
 
+import threading
+
 from ..ir import arith
 from ..ir.dtype import bool_
 from ..ir.expr import Binary, BinOp, Cast, CmpOp, Compare, Const, Expr, Select, Unary, UnOp, Var
@@ -88,16 +90,17 @@ class Linear:
         return Linear({k: [a, coef * c] for k, (a, coef) in self.terms.items()}, self.const * c)
 
 
-_linear_memo: dict[int, tuple[Expr, Linear]] | None = None  # id -> (node, form), during one `simplify`
+_state = threading.local()  # .linear: id -> (node, form) during one `simplify` (tuning lowers in threads)
 
 
 def to_linear(e: Expr) -> Linear:
     """The linear form of `e` (callers must not modify it: within `simplify` forms are shared)."""
-    if _linear_memo is None:
+    memo = getattr(_state, "linear", None)
+    if memo is None:
         return _to_linear(e)
-    hit = _linear_memo.get(id(e))
+    hit = memo.get(id(e))
     if hit is None or hit[0] is not e:
-        hit = _linear_memo[id(e)] = (e, _to_linear(e))
+        hit = memo[id(e)] = (e, _to_linear(e))
     return hit[1]
 
 
@@ -287,12 +290,11 @@ def simplify_node(e: Expr, ranges: Ranges) -> Expr:
 def simplify(e: Expr, ranges: Ranges | None = None) -> Expr:
     """Bottom-up, except that a select whose condition folds to a constant keeps only its chosen
     branch, which alone is simplified (an unrolled dispatch chain: a Winograd transform's 36)."""
-    global _linear_memo
     ranges = ranges or {}
     memo: dict[int, Expr] = {}
-    outer = _linear_memo
+    outer = getattr(_state, "linear", None)
     if outer is None:  # the outermost call: each subtree's form computed once (deep index sums were
-        _linear_memo = {}  # re-linearized at every level, quadratic in their depth)
+        _state.linear = {}  # re-linearized at every level, quadratic in their depth)
 
     def visit(node: Expr) -> Expr:
         key = id(node)
@@ -307,4 +309,4 @@ def simplify(e: Expr, ranges: Ranges | None = None) -> Expr:
     try:
         return visit(e)
     finally:
-        _linear_memo = outer
+        _state.linear = outer

@@ -39,6 +39,7 @@ from .cpu_knobs import (
     place_choice,
     place_key,
     reduce_orders,
+    split_key,
     split_of,
     tile_factor,
 )
@@ -109,8 +110,32 @@ def cpu_space(outputs, target: Target, constants=()) -> tuple[Space, CpuPlan]:
                 return False
         return regs <= plan.registers - 4 and points <= MAX_TILE_POINTS
 
-    space = Space(knobs, constraint, added={"pressure_sched": 0})  # records from before it: no hint
+    sampler = _dispatch_sampler(knobs, plan) if dispatch else None
+    space = Space(knobs, constraint, sampler, added={"pressure_sched": 0})  # records from before it: no hint
     return space, plan
+
+
+def _dispatch_sampler(knobs: list, plan: CpuPlan):
+    """Random points whose dispatch loops hold one period in the register tile, unrolled: uniform
+    draws almost never do (the 36 positions of a Winograd transform are one split of dozens)."""
+    periods = {split_key(plan.main.spatial[n]): p for n, p in dispatch_periods(plan).items()}
+
+    def sample(rng) -> Point:
+        values = []
+        for k in knobs:
+            value = k.sample(rng)
+            if k.name in periods:
+                period = periods[k.name]
+                total = rng.choice([t for t in k.totals if t % period == 0])
+                rest = total // period
+                middle = rng.choice([d for d in range(1, rest + 1) if rest % d == 0])
+                value = (rest // middle, middle, period)
+            elif k.name == "unroll":
+                value = 1
+            values.append((k.name, value))
+        return Point(tuple(values))
+
+    return sample
 
 
 def _dispatch_totals(knob, plan: CpuPlan):
