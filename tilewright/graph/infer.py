@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from ..errors import ShapeError
+from ..ops import winograd
 from .blocked import block_of, blocked_shape, unblocked_shape
 from .ir import Graph, Node, TensorType
 from .opset import spec
@@ -332,28 +333,24 @@ def _same(node, ins):
 
 def _winograd_input(node, ins):
     """x [N, C/b, H, W, b] -> V [36, N * tiles, C] (graph/winograd_ops.py)."""
-    from ..ops.winograd import POSITIONS, tiles
-
     if len(ins[0].shape) != 5:
         raise _fail(node, ins, "x must be 5-D NCHW{b}c")
     n, cb, h, w, b = ins[0].shape
-    top, left, bottom, right = quad(node.attr("padding", (1, 1, 1, 1)))
-    oh, ow = h + top + bottom - 2, w + left + right - 2
-    if oh < 1 or ow < 1 or min(top, left, bottom, right) < 0:
-        raise _fail(node, ins, f"padding {(top, left, bottom, right)} leaves no output of a 3x3 window")
-    th, tw = tiles(oh, ow)
-    return [TensorType((POSITIONS, n * th * tw, cb * b), ins[0].dtype)]
+    padding = quad(node.attr("padding", (1, 1, 1, 1)))
+    oh, ow = winograd.conv_out_hw(h, w, padding)
+    if oh < 1 or ow < 1 or min(padding) < 0:
+        raise _fail(node, ins, f"padding {padding} leaves no output of a 3x3 window")
+    th, tw = winograd.tiles(oh, ow)
+    return [TensorType((winograd.POSITIONS, n * th * tw, cb * b), ins[0].dtype)]
 
 
 def _winograd_output(node, ins):
     """M [36, N * tiles, O] (+ bias [O]) -> the NCHW{b}c output of attribute `shape`."""
-    from ..ops.winograd import POSITIONS, tiles
-
     shape = tuple(int(d) for d in node.attr("shape"))
     if len(shape) != 5:
         raise _fail(node, ins, f"attribute shape {shape} must be a 5-D NCHW{{b}}c output")
     n, ob, oh, ow, b = shape
-    want = (POSITIONS, n * math.prod(tiles(oh, ow)), ob * b)
+    want = (winograd.POSITIONS, n * math.prod(winograd.tiles(oh, ow)), ob * b)
     if ins[0].shape != want or (len(ins) > 1 and ins[1].shape != (ob * b,)):
         raise _fail(node, ins, f"valid: m of shape {want} and a bias of shape ({ob * b},) for output {shape}")
     return [TensorType(shape, ins[0].dtype)]

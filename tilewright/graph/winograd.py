@@ -5,27 +5,27 @@ takes the conv's epilogue (activation, residual add) in fusion as the conv would
 
 Packed data only: there every transform reads and writes whole vectors along the channel
 block; on NCHW its input tiles would be gathered four pixels apart. Which convolutions:
-`worthwhile` below, from measurements; `compile(..., winograd=False)` keeps them direct."""
+`worthwhile` below; `compile(..., winograd=False)` keeps them direct."""
 
 from __future__ import annotations
 
 import math
 
-from ..ops.winograd import tiles, winograd_weight
+from ..ops.winograd import TILE, tiles, winograd_weight
 from .blocked import block_of, unpack_weight
 from .cleanup import eliminate_dead_code
 from .infer import infer_types, pair
 from .ir import FreshNames, Graph, Node
 
-# Channels below which the transforms cost more than the 4x fewer multiply-adds save
-MIN_CHANNELS = 32
-# Output pixels a layer's 4x4 tiles may cover beyond its output, as a fraction of it (7x7 -> 8x8: 31%)
-MAX_TILE_WASTE = 0.35
+# Set, not fitted: every ResNet layer they admit (64-512 channels; 7x7 outputs, whose 8x8 tiles
+# waste 31%) measured faster than direct (docs/models.md, stop 26); smaller layers are unmeasured.
+MIN_CHANNELS = 32  # input and output channels
+MAX_TILE_WASTE = 0.35  # output pixels the tiles cover beyond the output, as a fraction of it
 
 
 def eligible(graph: Graph, node: Node) -> bool:
     """A packed 3x3 conv2d, stride 1, dilation 1, one group, with constant weights."""
-    if node.op != "conv2d" or not block_of(node.attr("layout", "NCHW")) or len(node.inputs) < 2:
+    if node.op != "conv2d" or not block_of(node.attr("layout", "NCHW")):
         return False
     w = graph.constants.get(node.inputs[1])
     return (w is not None and w.ndim == 6 and w.shape[2:4] == (3, 3) and int(node.attr("groups", 1)) == 1
@@ -37,7 +37,7 @@ def worthwhile(graph: Graph, node: Node) -> bool:
     tiles cover without too much waste."""
     n, ob, oh, ow, b = graph.type_of(node.outputs[0]).shape
     c = graph.type_of(node.inputs[0]).shape
-    covered = math.prod(tiles(oh, ow)) * 16
+    covered = math.prod(tiles(oh, ow)) * TILE * TILE
     return min(c[1] * c[4], ob * b) >= MIN_CHANNELS and covered <= (1 + MAX_TILE_WASTE) * oh * ow
 
 
@@ -60,7 +60,7 @@ def winograd_convs(graph: Graph, pick=worthwhile) -> Graph:
         v, m = names(f"{out}_tiles"), names(f"{out}_products")
         n, ob, oh, ow, b = shape = graph.type_of(out).shape
         th, tw = tiles(oh, ow)
-        whole = (n, ob, th * 4, tw * 4, b)  # a partial last tile would be computed shifted off the h % 4
+        whole = (n, ob, th * TILE, tw * TILE, b)  # a partial last tile would be computed shifted off the h % 4
         # grid (bound.required_region keeps a tile inside its tensor) and its selects would not fold:
         # whole tiles are written instead, and a slice keeps the output
         y = out if whole == shape else names(f"{out}_whole_tiles")

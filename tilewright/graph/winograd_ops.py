@@ -24,8 +24,7 @@ def _padding(node: Node) -> tuple[int, int, int, int]:
 
 def out_hw(node: Node, h: int, w: int) -> tuple[int, int]:
     """The output size of the 3x3 convolution a `winograd_input` node transforms for."""
-    top, left, bottom, right = _padding(node)
-    return h + top + bottom - wino.TAPS + 1, w + left + right - wino.TAPS + 1
+    return wino.conv_out_hw(h, w, _padding(node))
 
 
 _BT, _AT = np.asarray(wino.BT, np.float64), np.asarray(wino.AT, np.float64)

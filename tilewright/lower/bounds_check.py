@@ -180,17 +180,17 @@ def _relevant(index: Expr, facts: tuple) -> list:
     """The guards that share a variable with `index`, directly or through other such guards: the
     others cannot narrow it (a dispatch chain's `e == k` around a load indexed by other loops)."""
     wanted = {id(v) for v in free_vars(index)}
-    rest = [(f, {id(v) for v in free_vars(f)}) for f in facts]
-    out: list = []
+    rest = [(n, {id(v) for v in free_vars(f)}) for n, f in enumerate(facts)]
+    chosen: set[int] = set()
     grew = True
     while grew:
         grew = False
-        for f, vs in rest:
-            if (vs & wanted or not vs) and not any(f is g for g in out):
-                out.append(f)
+        for n, vs in rest:
+            if n not in chosen and (vs & wanted or not vs):  # a constant guard may mean the code never runs
+                chosen.add(n)
                 wanted |= vs
                 grew = True
-    return [f for f in facts if any(f is g for g in out)]
+    return [f for n, f in enumerate(facts) if n in chosen]
 
 
 class _Checker:

@@ -9,7 +9,7 @@ from ..ir import arith
 from ..ir.expr import Const, Expr, Select
 from ..ir.stmt import For, ForKind, Stmt, seq
 from ..ir.stmt_functor import map_stmt
-from ..ir.traverse import children, free_vars, with_children
+from ..ir.traverse import children, with_children
 from .simplify import simplify
 
 MAX_UNROLL = 64
@@ -29,8 +29,6 @@ def bind(e: Expr, var, value: Const) -> Expr:
     """`e` with `var` replaced by `value`, where a select whose condition becomes a constant keeps
     only its chosen branch (an unrolled dispatch chain shrinks to one branch per copy here, instead
     of copying every branch for simplify to drop)."""
-    if var not in free_vars(e):
-        return e
     memo: dict[int, Expr] = {}
 
     def visit(node: Expr) -> Expr:
@@ -38,13 +36,13 @@ def bind(e: Expr, var, value: Const) -> Expr:
         if key not in memo:
             if node is var:
                 memo[key] = value
-            elif isinstance(node, Select) and var in free_vars(node.cond):
-                cond = simplify(visit(node.cond))
+            elif isinstance(node, Select) and (cond := visit(node.cond)) is not node.cond:  # it reads `var`
+                cond = simplify(cond)
                 if isinstance(cond, Const):
                     memo[key] = visit(node.t if cond.value else node.f)
                 else:
                     memo[key] = Select(cond, visit(node.t), visit(node.f), node.dtype)
-            else:
+            else:  # unchanged nodes are kept (with_children), so a body without `var` is returned as is
                 memo[key] = with_children(node, tuple(visit(c) for c in children(node)))
         return memo[key]
 

@@ -39,6 +39,12 @@ G = ((1 / 4, 0, 0), (-1 / 6, -1 / 6, -1 / 6), (-1 / 6, 1 / 6, -1 / 6), (1 / 24, 
 AT = ((1, 1, 1, 1, 1, 0), (0, 1, -1, 2, -2, 0), (0, 1, 1, 4, 4, 0), (0, 1, -1, 8, -8, 1))
 
 
+def conv_out_hw(h: int, w: int, padding: tuple[int, int, int, int]) -> tuple[int, int]:
+    """The output size of a 3x3 stride-1 convolution of an h x w input padded (top, left, bottom, right)."""
+    top, left, bottom, right = padding
+    return h + top + bottom - TAPS + 1, w + left + right - TAPS + 1
+
+
 def tiles(out_h: int, out_w: int) -> tuple[int, int]:
     """Output tiles along h and w (the last ones may reach past the output)."""
     return math.ceil(out_h / TILE), math.ceil(out_w / TILE)
@@ -126,4 +132,4 @@ def winograd_output(m: Tensor, bias: Tensor | None, shape: tuple[int, ...], *, n
     return compute(tuple(shape), body, name=name)
 
 
-__all__ = ["winograd_input", "winograd_output", "winograd_weight", "tiles", "TILE", "POSITIONS"]
+__all__ = ["winograd_input", "winograd_output", "winograd_weight", "conv_out_hw", "tiles", "TILE", "POSITIONS"]
