@@ -11,7 +11,7 @@ from .backends import backend_for
 from .lower import LoweredFunc
 from .lower import lower as _lower
 from .schedule import Schedule
-from .search.tuner import TuneResult, best_schedule, run_tuning
+from .search.tuner import TuneResult, best_schedule, check_options, run_tuning
 from .targets import as_target
 
 
@@ -47,6 +47,7 @@ def tune(tensors, target="cpu", trials: int = 200, method: str = "q", **options)
     "off", the learned model that pre-screens proposals, flush_cache: time single
     calls after evicting the caches, constants: input tensors that never change,
     whose packs are made once outside the timed kernel)."""
+    check_options(trials=trials)  # a positive count here; 0 (re-time only) is the task scheduler's
     tgt = as_target(target)
     return run_tuning(backend_for(tgt), tensors, tgt, trials=trials, method=method, **options)
 

@@ -109,7 +109,7 @@ def cmd_bench(args) -> int:
     ops = ["R50"] if args.suite == "resnet50" else split(args.ops)
     result = run_suite(ops=ops, cases=split(args.cases), trials=args.trials, threads=args.threads,
                        out=args.out, records=args.records, method=args.method, reuse=args.reuse,
-                       progress=sys.stderr.isatty(), isa=args.isa, name=args.suite)
+                       progress=sys.stderr.isatty(), isa=args.isa, name=args.suite, winograd=args.winograd)
     print(f"wrote {args.out}/{args.suite}.json, .md and .png")
     return 1 if result["failures"] else 0
 
@@ -171,6 +171,9 @@ def parser() -> argparse.ArgumentParser:
                                  "resnet50: its conv layers)")
     b.add_argument("--isa", default="native", help="restrict our kernels to an ISA level (avx2 on an AVX-512 "
                                                   "host); PyTorch is not restricted")
+    b.add_argument("--no-winograd", dest="winograd", action="store_false",
+                   help="flextensor/resnet50: time only the direct kernel of each conv layer (by default the "
+                        "layers the Winograd rule takes are also compiled as a one-layer model)")
     b.add_argument("--cases", help="comma-separated case names (default: every case of the chosen operators)")
     b.add_argument("--target", default="cpu", choices=["cpu", "cuda", "opencl"],
                    help="flextensor on a GPU: tune there and compare with PyTorch on that GPU (cuDNN/cuBLAS); "

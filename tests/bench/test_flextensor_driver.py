@@ -46,7 +46,7 @@ def test_geomean_and_table_goals():
 
     class Row:
         op, case, flops, bytes, tilewright_s, torch_s, torch_layout = "DEP", "mbv2_dw_0", 2e9, 1e6, 1e-3, 1.5e-3, "NCHW"
-        speedup, count, default_s = 1.5, 1, 1.2e-3
+        speedup, count, default_s, method, direct_s = 1.5, 1, 1.2e-3, "direct", None
 
     text = "\n".join(tables([Row()], peak=100.0))
     assert "1.50x" in text and "goal >= 2.0: NOT met" in text
@@ -55,7 +55,7 @@ def test_geomean_and_table_goals():
 
 def _layer(case, ours, torch, count, default):
     class Row:
-        op, flops, bytes, torch_layout = "R50", 1e9, 1e6, "NCHW"
+        op, flops, bytes, torch_layout, method, direct_s = "R50", 1e9, 1e6, "NCHW", "direct", None
     r = Row()
     r.case, r.tilewright_s, r.torch_s, r.count, r.default_s = case, ours, torch, count, default
     r.speedup = torch / ours

@@ -4,6 +4,7 @@ import random
 
 import numpy as np
 import pytest
+from synthetic_targets import AVX2, host_runs
 
 import tilewright as tw
 from tilewright.ir.stmt import Store
@@ -89,10 +90,12 @@ def _check(out, inputs, kernel):
 
 
 def _host_with_lanes(lanes: int):
-    target = tw.as_target("cpu")
-    if target.vector_lanes(4) < lanes:
-        pytest.skip(f"the host has no {lanes}-lane fp32 vectors")
-    return target
+    """The synthetic AVX2 target (8 lanes, full-width FMA units): defaults must not follow the host;
+    skipped where the host cannot run AVX2 kernels."""
+    assert AVX2.vector_lanes(4) >= lanes
+    if not host_runs(AVX2):
+        pytest.skip("the host cannot run AVX2 kernels")
+    return AVX2
 
 
 def test_default_vectorizes_output_channels_when_rows_are_short():

@@ -7,11 +7,15 @@ Timing: medians of repeated calls, ours and the baselines in alternating
 rounds, each after the others' thread pools have gone idle (`timing.py`). Our time includes every stage of the
 program (padding, packing of activations and weights) on every call; PyTorch
 eager re-packs conv weights on every call too, so neither side packs ahead.
+Conv layers that the compiler's Winograd rule takes are also compiled as a
+one-layer model (`conv_layer.py`), weights prepared once; ours is then the
+faster of the two, and PyTorch's prepacked-weight path joins its variants.
 The tuned kernel's time is re-measured here (never the best of the tuning
 measurements), and so is the untuned default's, in the same rounds."""
 
 from __future__ import annotations
 
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,10 +33,12 @@ from ..targets import as_target
 from ..workloads import suite, suite_case
 from ..workloads.baselines import torch_variants
 from ..workloads.builders import suite_program
+from .conv_layer import CONV_SUITES, compiled_layer, torch_prepacked, winograd_takes
 from .report import write
 from .timing import alternating_medians, median_seconds
 
 KERNEL_REPEAT = 3  # timings per round of each side
+TOLERANCE = 1e-4  # max error relative to the output's largest magnitude (Winograd layers: ~1e-5)
 SUITE_TITLES = {"flextensor": "FlexTensor suite", "resnet50": "ResNet-50 convolution layers (batch 1)"}
 
 DEFAULT_OPS = ("C2D", "DEP", "GRP", "DIL", "T2D", "T3D", "C3D", "C1D", "T1D", "GEMM", "GEMV", "BIL")
@@ -53,6 +59,8 @@ class CaseResult:
     default_s: float | None = None  # the untuned default, re-timed in the same rounds
     errors: dict = field(default_factory=dict)
     count: int = 1  # occurrences in its network (ResNet-50 layers), 1 elsewhere
+    method: str = "direct"  # the faster of ours: the direct te kernel or the compiled Winograd layer
+    direct_s: float | None = None  # the tuned direct kernel, when the Winograd layer was timed beside it
 
     @property
     def speedup(self) -> float | None:
@@ -70,8 +78,12 @@ def _checked(kernel, tensors, ins, want, what: str, op: str, case: str) -> float
     an error, never a timing."""
     got = np.zeros(tensors[-1].shape, tensors[-1].dtype.name)
     kernel(*ins, got)
+    return _within_tolerance(got, want, what, op, case)
+
+
+def _within_tolerance(got, want, what: str, op: str, case: str) -> float:
     err = float(np.abs(got - want).max() / max(float(np.abs(want).max()), 1e-30))
-    if not err <= 1e-4:
+    if not err <= TOLERANCE:
         raise TilewrightError(f"{op} {case}: the {what} kernel disagrees with the reference "
                               f"(max relative error {err:.2e}); not timed")
     return err
@@ -104,7 +116,8 @@ def tuned_kernel(tensors, target, records: Records, trials: int, method: str = "
 
 
 def run_case(op: str, case: str, trials: int, threads: int, records: Records, method: str = "q",
-             reuse: bool = False, seed: int = 0, progress: bool = False, isa: str = "native") -> CaseResult:
+             reuse: bool = False, seed: int = 0, progress: bool = False, isa: str = "native",
+             winograd: bool = True) -> CaseResult:
     from ..api import build as build_kernel
 
     tensors = suite_program(op, case)
@@ -133,22 +146,52 @@ def run_case(op: str, case: str, trials: int, threads: int, records: Records, me
         baselines["numpy"] = np_fn
     sides = {"ours": lambda: kernel.time(*ins, got, repeat=KERNEL_REPEAT).median,
              "default": lambda: default.time(*ins, got, repeat=KERNEL_REPEAT).median}
+    if winograd and op in CONV_SUITES:
+        c = suite_case(op, case)
+        sides.update(_winograd_sides(op, c, ins, want, target, trials, records, baselines, seed))
     sides.update({name: (lambda fn=fn: median_seconds(fn, repeat=KERNEL_REPEAT)) for name, fn in baselines.items()})
     times = alternating_medians(sides)
+    direct_s, wino_s = times["ours"], times.pop("winograd", None)
+    if wino_s is not None:
+        times["ours"] = min(direct_s, wino_s)
+        times["default"] = min(times["default"], times.pop("winograd default"))
     graph = analyze(outputs)
     nbytes = sum(int(np.prod(t.shape)) * t.dtype.bytes for t in tensors)
     row = CaseResult(op, case, graph.flops, nbytes, times.pop("ours"), err, tuned, default_s=times.pop("default"),
                      errors=errors, numpy_s=times.pop("numpy", None),
-                     count=int(suite_case(op, case).get("count_in_network", 1)))
+                     count=int(suite_case(op, case).get("count_in_network", 1)),
+                     method="winograd" if wino_s is not None and wino_s < direct_s else "direct",
+                     direct_s=direct_s if wino_s is not None else None)
     for name, t in times.items():
         if row.torch_s is None or t < row.torch_s:
             row.torch_s, row.torch_layout = t, name.split(":", 1)[1]
     return row
 
 
+def _winograd_sides(op: str, c: dict, ins, want, target, trials: int, records: Records, baselines: dict,
+                    seed: int) -> dict:
+    """For a layer the compiler's Winograd rule takes: the tuned and the untuned compiled layer as timed
+    sides (each checked against the reference first), and PyTorch with prepacked weights among the
+    baselines, since the compiled layer prepares its weights once."""
+    w = ins[1]
+    if not winograd_takes(c, w, target):
+        return {}
+    with tempfile.TemporaryDirectory() as tmp:  # no records: the untuned default
+        default = compiled_layer(c, w, target, 0, Records(Path(tmp) / "none.db"))
+    tuned = compiled_layer(c, w, target, trials, records, seed=seed) if trials else default
+    for what, layer in (("Winograd", tuned), ("Winograd default", default)):
+        _within_tolerance(np.asarray(layer(ins[0])), want, what, op, c["name"])
+    prepacked = torch_prepacked(c, w, ins[0])
+    if prepacked is not None:
+        baselines["torch:prepacked"] = prepacked
+    return {"winograd": lambda: median_seconds(lambda: tuned(ins[0]), repeat=KERNEL_REPEAT),
+            "winograd default": lambda: median_seconds(lambda: default(ins[0]), repeat=KERNEL_REPEAT)}
+
+
 def run_suite(ops=None, cases=None, trials: int = 300, threads: int | None = None, out: Path | str = "results",
               records=None, method: str = "q", reuse: bool = False, progress: bool = True,
-              log: Callable[[str], None] = print, isa: str = "native", name: str = "flextensor") -> dict:
+              log: Callable[[str], None] = print, isa: str = "native", name: str = "flextensor",
+              winograd: bool = True) -> dict:
     """Benchmark the chosen operators/cases on the host restricted to `isa`; writes `name`.json/.md/.png
     under `out` after every case."""
     out = Path(out)
@@ -175,7 +218,8 @@ def run_suite(ops=None, cases=None, trials: int = 300, threads: int | None = Non
             log(f"{op} {case}: tuning {trials} trials ({method}) on {threads} threads")
             started = time.perf_counter()
             try:
-                row = run_case(op, case, trials, threads, store, method, reuse, progress=progress, isa=isa)
+                row = run_case(op, case, trials, threads, store, method, reuse, progress=progress, isa=isa,
+                               winograd=winograd)
             except TilewrightError as exc:
                 failures.append({"op": op, "case": case, "error": str(exc)})
                 log(f"  FAILED: {exc}")

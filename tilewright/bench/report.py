@@ -56,7 +56,8 @@ def tables(rows, peak: float) -> list[str]:
             torch_g = f"{r.flops / r.torch_s / 1e9:.1f}" if r.torch_s else "n/a"
             speed = f"{r.speedup:.2f}x" if r.speedup else "n/a"
             dflt = f"{r.default_s * 1e3:.3f} ({_default_ratio(r):.2f}x)" if r.default_s else "n/a"
-            lines.append(f"| {r.case} | {r.count} | {r.tilewright_s * 1e3:.3f} | {g:.1f} | {100 * g / peak:.1f}% "
+            case = f"{r.case} (Winograd; direct {r.direct_s * 1e3:.3f})" if r.method == "winograd" else r.case
+            lines.append(f"| {case} | {r.count} | {r.tilewright_s * 1e3:.3f} | {g:.1f} | {100 * g / peak:.1f}% "
                          f"| {dflt} | {torch_ms} | {torch_g} | {speed} |")
         net = network_row(mine)
         if net:
@@ -129,7 +130,11 @@ def write(out: Path, name: str, title: str, target, rows, failures, peak, thread
     head = [f"{title} on {target}, {threads} threads, fp32, <= {trials} trials ({method}); fp32 peak {peak:.0f} "
             f"GFLOP/s (best FMA-loop measurement of the run). Times are medians of {ROUNDS} alternating rounds of "
             f"{repeat} timings each, re-measured after tuning (tuned kernel, untuned default, PyTorch in each "
-            f"layout, keeping its faster); both sides pack weights inside every call.", ""]
+            f"layout, keeping its faster); both sides pack weights inside every call, except where a case says "
+            f"Winograd: there our time is the layer compiled as a model (`tw.compile`, layout NCHWc, its "
+            f"weights transformed once at compile time, the layout transforms timed; the tuned direct kernel's "
+            f"time beside it), and PyTorch's variants include its prepacked-weight path (TorchScript freeze + "
+            f"optimize_for_inference).", ""]
     text = head + summary(rows) + [""] + tables(rows, peak)
     if failures:
         text += ["### failures", ""] + [f"- {f['op']} {f['case']}: {f['error']}" for f in failures]

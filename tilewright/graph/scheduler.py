@@ -65,6 +65,8 @@ def tune_tasks(tasks: list[Task], target, trials: int, records=None, slice_trial
     latency before and after). `tune_options` go to `tw.tune`
     (seed, timeout, cost_model, method, ...)."""
     from ..api import tune
+    from ..backends import backend_for
+    from ..search.tuner import run_tuning
     from ..targets import as_target
 
     target = as_target(target)
@@ -84,7 +86,7 @@ def tune_tasks(tasks: list[Task], target, trials: int, records=None, slice_trial
             return
         args = st.task.args  # weights are packed once, outside the timed kernel, as the model runs them
         result = tune(args, target=target, trials=n, records=store, constants=[args[i] for i in st.task.constants],
-                      **tune_options)
+                      retime=False, **tune_options)
         got = len(result.history) or n
         spent += got
         st.task.trials += got
@@ -105,6 +107,12 @@ def tune_tasks(tasks: list[Task], target, trials: int, records=None, slice_trial
         give(max(states, key=_State.gain), slice_trials)
         if spent == before_spent:
             break
+    for st in states:  # the best few points of each tuned task timed again, once (not after every slice)
+        if st.slices:
+            args = st.task.args
+            st.task.best_cost = run_tuning(backend_for(target), args, target, trials=0, records=store,
+                                           constants=[args[i] for i in st.task.constants],
+                                           **tune_options).best_cost
     _show(progress, model, spent, trials, tasks, start, end=True)
     return {"trials": spent - min(reused, trials), "reused": reused, "seconds": time.perf_counter() - start,
             "estimated_before_s": before, "estimated_after_s": estimated_latency(tasks)}

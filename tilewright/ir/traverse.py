@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 
@@ -65,17 +66,32 @@ def walk(e: Expr) -> Iterator[Expr]:
         stack.extend(reversed(children(node)))
 
 
-def transform(e: Expr, fn: Callable[[Expr], Expr | None]) -> Expr:
-    """Bottom-up rewrite: `fn(node)` returns a replacement or None to keep it."""
-    memo: dict[int, Expr] = {}
+def walk_unique(e: Expr) -> Iterator[Expr]:
+    """Every distinct node once (a subtree shared by several parents is visited at its first use)."""
+    seen: set[int] = set()
+    stack = [e]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        yield node
+        stack.extend(reversed(children(node)))
+
+
+def transform(e: Expr, fn: Callable[[Expr], Expr | None], memo: dict | None = None) -> Expr:
+    """Bottom-up rewrite: `fn(node)` returns a replacement or None to keep it. `memo` (id -> (node,
+    result)): results to share across calls with the same `fn` (expressions sharing subtrees)."""
+    memo = {} if memo is None else memo
 
     def visit(node: Expr) -> Expr:
-        key = id(node)
-        if key not in memo:
-            rebuilt = with_children(node, tuple(visit(c) for c in children(node)))
-            out = fn(rebuilt)
-            memo[key] = rebuilt if out is None else out
-        return memo[key]
+        hit = memo.get(id(node))
+        if hit is not None and hit[0] is node:
+            return hit[1]
+        rebuilt = with_children(node, tuple(visit(c) for c in children(node)))
+        out = fn(rebuilt)
+        memo[id(node)] = (node, rebuilt if out is None else out)
+        return memo[id(node)][1]
 
     return visit(e)
 
@@ -109,27 +125,42 @@ def is_const(e: Expr, value=None) -> bool:
     return isinstance(e, Const) and (value is None or e.value == value)
 
 
-def structural_key(e: Expr, _memo: dict | None = None):
-    """A hashable key equal for structurally equal expressions (vars and tensors
-    by identity, constants by value and dtype)."""
-    memo = {} if _memo is None else _memo
-    k = memo.get(id(e))
+# Structural keys are interned ints: a node's key is looked up by its head and its children's keys,
+# so making or hashing one costs the node's own size, not its subtree's (nested tuples were rehashed
+# whole at every dict lookup: quadratic on a Winograd tile's deep index sums). Each node keeps its key.
+_interned: dict = {}
+_fresh = itertools.count()
+MAX_INTERNED = 1 << 20  # past this the table starts over: later keys then differ from earlier equal
+# ones (a missed simplification at worst, never a false equality), and memory stays bounded
+
+
+def structural_key(e: Expr) -> int:
+    """An int equal for structurally equal expressions (vars by identity, tensors by identity,
+    constants by value and dtype)."""
+    k = e.__dict__.get("_skey")
     if k is not None:
         return k
+    global _interned
     if isinstance(e, Var):
-        k = ("var", id(e))
-    elif isinstance(e, Const):
-        k = ("const", e.value, e.dtype)
+        k = next(_fresh)
     else:
-        head = [type(e).__name__, e.dtype]
-        for attr in ("op", "func", "stride", "lanes"):
-            if hasattr(e, attr):
-                head.append(getattr(e, attr))
-        if isinstance(e, Load):
-            head.append(id(e.tensor))
-        if isinstance(e, Reduce):
-            head.append(id(e.combiner))
-            head.append(tuple(id(a) for a in e.axes))
-        k = (tuple(head), tuple(structural_key(c, memo) for c in children(e)))
-    memo[id(e)] = k
+        if isinstance(e, Const):
+            flat = ("const", e.value, e.dtype)
+        else:
+            head = [type(e).__name__, e.dtype]
+            for attr in ("op", "func", "stride", "lanes"):
+                if hasattr(e, attr):
+                    head.append(getattr(e, attr))
+            if isinstance(e, Load):
+                head.append(id(e.tensor))
+            if isinstance(e, Reduce):
+                head.append(id(e.combiner))
+                head.append(tuple(id(a) for a in e.axes))
+            flat = (tuple(head), tuple(structural_key(c) for c in children(e)))
+        k = _interned.get(flat)
+        if k is None:
+            if len(_interned) >= MAX_INTERNED:
+                _interned = {}
+            k = _interned.setdefault(flat, next(_fresh))
+    object.__setattr__(e, "_skey", k)
     return k

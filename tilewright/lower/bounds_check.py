@@ -237,15 +237,28 @@ class _Checker:
                     self.stmt(child, ranges, facts, writer)
 
     def expr(self, e: Expr, ranges: Ranges, facts: tuple, writer: str | None) -> None:
+        """Check every load in `e`; a subtree shared by several parents under the same guards once."""
+        self.seen: set = set()
+        self.held: list = []  # the facts tuples keyed by id below, kept alive while `seen` holds them
+        self._expr(e, ranges, facts, writer)
+        self.seen, self.held = set(), []
+
+    def _expr(self, e: Expr, ranges: Ranges, facts: tuple, writer: str | None) -> None:
+        key = (id(e), id(facts))
+        if key in self.seen:
+            return
+        self.seen.add(key)
         if isinstance(e, Select):
-            self.expr(e.cond, ranges, facts, writer)
-            self.expr(e.t, ranges, facts + _facts(e.cond), writer)
-            self.expr(e.f, ranges, facts + _facts(e.cond, True), writer)
+            then, orelse = facts + _facts(e.cond), facts + _facts(e.cond, True)
+            self.held += [then, orelse]
+            self._expr(e.cond, ranges, facts, writer)
+            self._expr(e.t, ranges, then, writer)
+            self._expr(e.f, ranges, orelse, writer)
             return
         if isinstance(e, Load) and hasattr(e.tensor, "shape"):
             self.access(e.tensor, e.indices, ranges, facts, f"compute '{writer}' reads '{e.tensor.name}'")
         for c in children(e):
-            self.expr(c, ranges, facts, writer)
+            self._expr(c, ranges, facts, writer)
 
     def access(self, buf, indices, ranges: Ranges, facts: tuple, what: str) -> None:
         if len(indices) != len(buf.shape) or id(buf) not in self.args:

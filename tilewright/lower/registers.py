@@ -23,7 +23,7 @@ from ..ir import arith
 from ..ir.expr import BinOp, Broadcast, Const, Expr, Load, Ramp
 from ..ir.stmt import Allocate, Scope, Stmt, Store, seq
 from ..ir.stmt_functor import map_stmt, stmt_exprs, walk_stmt
-from ..ir.traverse import children, structural_key, walk, with_children
+from ..ir.traverse import children, structural_key, walk, walk_unique, with_children
 from .simplify import simplify
 
 
@@ -83,7 +83,7 @@ def register_lanes(alloc: Allocate) -> int | None:
     for st in walk_stmt(alloc.body):
         accesses = [st.indices[0]] if isinstance(st, Store) and st.buffer is b else []
         for e in stmt_exprs(st):
-            accesses += [n.indices[0] for n in walk(e) if isinstance(n, Load) and n.tensor is b]
+            accesses += [n.indices[0] for n in walk_unique(e) if isinstance(n, Load) and n.tensor is b]
         for index in accesses:
             if isinstance(index, Const):
                 continue

@@ -287,24 +287,28 @@ def simplify_node(e: Expr, ranges: Ranges) -> Expr:
     return e
 
 
-def simplify(e: Expr, ranges: Ranges | None = None) -> Expr:
+def simplify(e: Expr, ranges: Ranges | None = None, memo: dict | None = None) -> Expr:
     """Bottom-up, except that a select whose condition folds to a constant keeps only its chosen
-    branch, which alone is simplified (an unrolled dispatch chain: a Winograd transform's 36)."""
+    branch, which alone is simplified (an unrolled dispatch chain: a Winograd transform's 36).
+    `memo` (id -> (node, result)): results to share across calls with the same `ranges` (the stores
+    of one unrolled body share subtrees; simplify_stmt passes one per set of loop ranges)."""
     ranges = ranges or {}
-    memo: dict[int, Expr] = {}
+    memo = {} if memo is None else memo
     outer = getattr(_state, "linear", None)
     if outer is None:  # the outermost call: each subtree's form computed once (deep index sums were
         _state.linear = {}  # re-linearized at every level, quadratic in their depth)
 
     def visit(node: Expr) -> Expr:
-        key = id(node)
-        if key not in memo:
-            cond = visit(node.cond) if isinstance(node, Select) else None
-            if isinstance(cond, Const):
-                memo[key] = visit(node.t if cond.value else node.f)
-            else:
-                memo[key] = simplify_node(with_children(node, tuple(visit(c) for c in children(node))), ranges)
-        return memo[key]
+        hit = memo.get(id(node))
+        if hit is not None and hit[0] is node:
+            return hit[1]
+        cond = visit(node.cond) if isinstance(node, Select) else None
+        if isinstance(cond, Const):
+            out = visit(node.t if cond.value else node.f)
+        else:
+            out = simplify_node(with_children(node, tuple(visit(c) for c in children(node))), ranges)
+        memo[id(node)] = (node, out)  # the node itself held: its id cannot be reused while shared
+        return out
 
     try:
         return visit(e)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import random
+import time
 from dataclasses import replace
 
 import numpy as np
@@ -39,6 +40,11 @@ from .features import N_FEATURES, loop_nest_features
 MODES = ("auto", "on", "off")
 MIN_RECORDS = 48  # "auto": measured schedules with features on this target before the model is used
 FACTOR = 8  # proposals per measurement slot
+# Lowering seconds the screen may spend per measurement slot: about what building and timing the point
+# costs. Where a task lowers slowly (unrolled Winograd transforms: seconds per point) fewer proposals
+# are screened (a batch stops screening when the budget is spent), down to none, rather than
+# multiplying the tuning time by FACTOR.
+SCREEN_S_PER_SLOT = 3.0
 EPSILON = 0.1  # chance that a slot goes to a random proposal instead of the model's next best
 REFIT_EVERY = 16  # measurements of this run between refits
 HOME_WEIGHT = 2.0  # this workload's pairs weigh this much more than another workload's, once it has some
@@ -97,6 +103,7 @@ class Prescreen:
         self._lowered: dict[int, tuple] = {}
         self._vectors: dict[Point, np.ndarray | None] = {}
         self.records_on_target = 0
+        self._lowering_s: list[float] = []  # the latest featurisations' lowering times
         self.reason = "cost_model='off'"
         self.fstore = None
         if mode == "off":
@@ -147,12 +154,14 @@ class Prescreen:
             s = self._schedule(p)
             vec = None
             if not isinstance(s, BaseException):
+                start = time.perf_counter()
                 try:
                     vec = loop_nest_features(self._lower(s, self.args, "kernel", self.target), self.target)
                 except TilewrightError:
                     vec = None
                 except Exception:  # noqa: BLE001 - a feature bug must not fail a tuning run
                     vec = None
+                self._lowering_s = self._lowering_s[-31:] + [time.perf_counter() - start]
             if len(self._vectors) > 50000:
                 self._vectors.clear()
             self._vectors[p] = vec
@@ -188,10 +197,11 @@ class Prescreen:
         gen = strategy.random_unvisited if warm else strategy.propose
         if not self.active:
             return gen(want)
-        cands = gen(want * self.factor)
+        cands = gen(want * self.pool_factor())
         if len(cands) <= want:
             return cands
-        vecs = [self.features(p) for p in cands]
+        start, budget = time.perf_counter(), SCREEN_S_PER_SLOT * want
+        vecs = [self.features(p) if time.perf_counter() - start < budget else self._vectors.get(p) for p in cands]
         scores = np.full(len(cands), -np.inf)
         ok = [i for i, v in enumerate(vecs) if v is not None]
         if ok:
@@ -211,6 +221,14 @@ class Prescreen:
         self.batches += 1
         self.proposals += len(cands)
         return [cands[i] for i in chosen]
+
+    def pool_factor(self) -> int:
+        """Proposals per slot: FACTOR, fewer where lowering a proposal costs more than SCREEN_S_PER_SLOT
+        allows (1: the strategy's own points, unscreened)."""
+        if not self._lowering_s:
+            return self.factor
+        mean = sum(self._lowering_s) / len(self._lowering_s)
+        return max(1, min(self.factor, int(SCREEN_S_PER_SLOT / max(mean, 1e-9))))
 
     # ---- learning -----------------------------------------------------------------------------------
     def observe(self, points, schedules, results, trial: int) -> None:

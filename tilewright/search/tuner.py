@@ -106,7 +106,7 @@ class TuneResult:
         return "\n".join(lines)
 
 
-def _check_options(**options) -> None:
+def check_options(**options) -> None:
     """Tuning options: counts are positive ints (or None where optional), the timeout a positive number,
     the seed a non-negative int."""
     for name, value in options.items():
@@ -154,7 +154,7 @@ class _Progress:
 def run_tuning(backend, tensors, tgt, trials: int = 200, method: str = "q", timeout: float = 10.0, seed: int = 0,
                records=None, early_stop: int | None = None, batch: int | None = None, warmup: int | None = None,
                progress: bool | None = None, log=None, from_default: bool = True,
-               cost_model: str = "auto", flush_cache: bool = False, constants=()) -> TuneResult:
+               cost_model: str = "auto", flush_cache: bool = False, constants=(), retime: bool = True) -> TuneResult:
     """Search `trials` schedules of the program whose arguments are `tensors`
     (inputs and outputs, in kernel order) on target `tgt` through `backend`.
 
@@ -174,9 +174,14 @@ def run_tuning(backend, tensors, tgt, trials: int = 200, method: str = "q", time
 
     `constants`: input tensors that never change between calls (a model's weights; `tw.compile`
     passes them): a candidate's packs of them are made once, outside the timed kernel, as the
-    compiled model makes them (graph/const_packs.py)."""
+    compiled model makes them (graph/const_packs.py).
+
+    `retime`: time the best few points of the records again at the end (`_retime_finalists`); a
+    caller that tunes in slices (the task scheduler) re-times once after its last slice instead.
+    `trials=0` (here, not in `tw.tune`) measures no new point and only re-times."""
     args, outputs = _split_args(tensors)
-    _check_options(trials=trials, timeout=timeout, seed=seed, batch=batch, warmup=warmup, early_stop=early_stop)
+    check_options(trials=max(trials, 1) if trials == 0 else trials, timeout=timeout, seed=seed, batch=batch,
+                   warmup=warmup, early_stop=early_stop)
     backend.require_space()
     space, plan = backend.space(outputs, tgt, constants=constants)
     strategy = make_strategy(method, space, seed)
@@ -255,8 +260,9 @@ def run_tuning(backend, tensors, tgt, trials: int = 200, method: str = "q", time
             if len(result.history) - last_gain >= early_stop:
                 logf.write(f"early stop: no improvement in {early_stop} trials\n")
                 break
-        _retime_finalists(result, store, tkey, measurer, lambda p, s, m: _record(
-            store, wkey, tkey, p, s, m, method, seed, run_id, description), logf, default, default_times)
+        if retime:
+            _retime_finalists(result, store, tkey, measurer, lambda p, s, m: _record(
+                store, wkey, tkey, p, s, m, method, seed, run_id, description), logf, default, default_times)
     bar.done()
     screen.close()
     result.cost_model = screen.report()

@@ -1,0 +1,70 @@
+"""The suite benchmark's conv layer compiled as a one-layer model: the Winograd rule's choice, the
+compiled layer and PyTorch's prepacked path all compute the suite's convolution."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from synthetic_targets import AVX2
+
+from tilewright.bench.conv_layer import compiled_layer, torch_prepacked, winograd_takes
+from tilewright.bench.flextensor import _winograd_sides
+from tilewright.records import Records
+from tilewright.targets import as_target
+
+
+def case(stride=1, channels=32, size=8):
+    return {"name": f"c{channels}_s{stride}", "batch": 1, "in_channels": channels, "height": size, "width": size,
+            "out_channels": channels, "kernel": 3, "stride": stride, "padding": 1, "dilation": 1, "groups": 1}
+
+
+def conv_reference(x, w, stride):
+    n, c, h, _ = x.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    oh = (h - 1) // stride + 1
+    out = np.zeros((n, w.shape[0], oh, oh), np.float64)
+    for r in range(3):
+        for s in range(3):
+            patch = xp[:, :, r:r + stride * oh:stride, s:s + stride * oh:stride]
+            out += np.einsum("nchw,oc->nohw", patch, w[:, :, r, s])
+    return out
+
+
+def arrays(c, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((1, c["in_channels"], c["height"], c["width"])).astype(np.float32)
+    w = rng.standard_normal((c["out_channels"], c["in_channels"], 3, 3)).astype(np.float32)
+    return x, w
+
+
+def test_the_winograd_rule_decides_as_the_compiler_does():
+    x, w = arrays(case())
+    assert winograd_takes(case(), w, AVX2)
+    assert not winograd_takes(case(stride=2), w, AVX2)
+    x16, w16 = arrays(case(channels=16))
+    assert not winograd_takes(case(channels=16), w16, AVX2)  # below the channel threshold
+
+
+def test_compiled_layer_and_prepacked_torch_compute_the_convolution(tmp_path):
+    c = case(size=14)  # 14x14: a partial last tile, cropped
+    x, w = arrays(c)
+    want = conv_reference(x, w, 1)
+    layer = compiled_layer(c, w, "cpu -isa=avx2", 0, Records(tmp_path / "r.db"))
+    assert any(n.op == "winograd_output" for s in layer.steps for n in s.group.nodes)
+    np.testing.assert_allclose(layer(x), want, rtol=1e-4, atol=1e-4)
+    pytest.importorskip("torch")
+    np.testing.assert_allclose(torch_prepacked(c, w, x)().numpy(), want, rtol=1e-4, atol=1e-4)
+
+
+def test_winograd_sides_check_the_layer_and_add_the_prepacked_baseline(tmp_path):
+    pytest.importorskip("torch")
+    c = case()
+    x, w = arrays(c)
+    want = conv_reference(x, w, 1).astype(np.float32)
+    baselines, host = {}, as_target("cpu -isa=avx2")
+    sides = _winograd_sides("C2D", c, [x, w], want, host, 0, Records(tmp_path / "r.db"), baselines, 0)
+    assert set(sides) == {"winograd", "winograd default"} and set(baselines) == {"torch:prepacked"}
+    assert all(t() > 0 for t in sides.values())
+    with pytest.raises(Exception, match="Winograd.*disagrees with the reference"):
+        _winograd_sides("C2D", c, [x, w], want + 1.0, host, 0, Records(tmp_path / "r.db"), {}, 0)
+    assert _winograd_sides("C2D", case(stride=2), [x, w], want, host, 0, Records(tmp_path / "r.db"), {}, 0) == {}
