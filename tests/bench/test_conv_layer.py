@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 from synthetic_targets import AVX2
 
-from tilewright.bench.conv_layer import compiled_layer, torch_prepacked, winograd_takes
+from tilewright.bench.conv_layer import compiled_layer, conv_graph, torch_prepacked, winograd_takes
 from tilewright.bench.flextensor import _winograd_sides
+from tilewright.graph.reference import run_reference
 from tilewright.records import Records
 from tilewright.targets import as_target
 
@@ -18,16 +19,8 @@ def case(stride=1, channels=32, size=8):
             "out_channels": channels, "kernel": 3, "stride": stride, "padding": 1, "dilation": 1, "groups": 1}
 
 
-def conv_reference(x, w, stride):
-    n, c, h, _ = x.shape
-    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
-    oh = (h - 1) // stride + 1
-    out = np.zeros((n, w.shape[0], oh, oh), np.float64)
-    for r in range(3):
-        for s in range(3):
-            patch = xp[:, :, r:r + stride * oh:stride, s:s + stride * oh:stride]
-            out += np.einsum("nchw,oc->nohw", patch, w[:, :, r, s])
-    return out
+def conv_reference(c, x, w):
+    return run_reference(conv_graph(c, w), [x])[0]
 
 
 def arrays(c, seed=0):
@@ -48,7 +41,7 @@ def test_the_winograd_rule_decides_as_the_compiler_does():
 def test_compiled_layer_and_prepacked_torch_compute_the_convolution(tmp_path):
     c = case(size=14)  # 14x14: a partial last tile, cropped
     x, w = arrays(c)
-    want = conv_reference(x, w, 1)
+    want = conv_reference(c, x, w)
     layer = compiled_layer(c, w, "cpu -isa=avx2", 0, Records(tmp_path / "r.db"))
     assert any(n.op == "winograd_output" for s in layer.steps for n in s.group.nodes)
     np.testing.assert_allclose(layer(x), want, rtol=1e-4, atol=1e-4)
@@ -60,7 +53,7 @@ def test_winograd_sides_check_the_layer_and_add_the_prepacked_baseline(tmp_path)
     pytest.importorskip("torch")
     c = case()
     x, w = arrays(c)
-    want = conv_reference(x, w, 1).astype(np.float32)
+    want = conv_reference(c, x, w)
     baselines, host = {}, as_target("cpu -isa=avx2")
     sides = _winograd_sides("C2D", c, [x, w], want, host, 0, Records(tmp_path / "r.db"), baselines, 0)
     assert set(sides) == {"winograd", "winograd default"} and set(baselines) == {"torch:prepacked"}

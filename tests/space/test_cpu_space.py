@@ -34,7 +34,7 @@ def depthwise():
 
 
 def test_structure_comes_from_the_analysis():
-    target = tw.as_target("cpu")
+    target = AVX2
     _, y = conv_bias_relu()
     space, plan = cpu_space(y, target)
     assert plan.main.name == "conv2d_sum" and plan.anchor.name == "relu"
@@ -130,7 +130,7 @@ def test_every_vector_axis_and_packing_is_correct(vec_axis, pack):
 
 def test_heuristic_points_are_distinct_valid_and_start_with_the_default():
     for _inputs, out in (gemm(), conv_bias_relu(), depthwise()):
-        space, plan = cpu_space(out, tw.as_target("cpu"))
+        space, plan = cpu_space(out, AVX2)
         points = heuristic_points(space, plan, k=4)
         assert points[0] == default_point(space, plan)
         assert len(set(points)) == len(points) and all(space.valid(p) for p in points)

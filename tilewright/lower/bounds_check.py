@@ -199,6 +199,8 @@ class _Checker:
         # loop) need more than intervals; their tensors are checked where they are root or inputs
         self.args = args
         self.memo: dict = {}  # equal indices under equal guards and ranges (a dispatch chain's many loads)
+        self.seen: set = set()  # (node, guards) pairs checked in the current expression
+        self.held: list = []  # the guard tuples keyed by id in `seen`, kept alive while it holds them
 
     def stmt(self, s: Stmt, ranges: Ranges, facts: tuple, writer: str | None) -> None:
         if isinstance(s, For):
@@ -238,10 +240,10 @@ class _Checker:
 
     def expr(self, e: Expr, ranges: Ranges, facts: tuple, writer: str | None) -> None:
         """Check every load in `e`; a subtree shared by several parents under the same guards once."""
-        self.seen: set = set()
-        self.held: list = []  # the facts tuples keyed by id below, kept alive while `seen` holds them
-        self._expr(e, ranges, facts, writer)
-        self.seen, self.held = set(), []
+        try:
+            self._expr(e, ranges, facts, writer)
+        finally:
+            self.seen, self.held = set(), []
 
     def _expr(self, e: Expr, ranges: Ranges, facts: tuple, writer: str | None) -> None:
         key = (id(e), id(facts))
