@@ -1,6 +1,6 @@
 from graph_cases import RESIDUAL_GROUPS, Builder, partition, residual_block
 
-from tilewright.graph.memory_plan import ALIGN, plan_memory
+from tilewright.graph.memory_plan import _ORDERS, ALIGN, Interval, _best_placement, _peak, _place, plan_memory
 from tilewright.graph.tasks import extract_tasks
 
 
@@ -57,3 +57,17 @@ def test_identical_groups_are_one_task():
     assert [t.weight for t in tasks] == [2, 2]
     tasks = extract_tasks(partition(residual_block(), RESIDUAL_GROUPS))
     assert len(tasks) == 3 and all(t.weight == 1 for t in tasks)  # conv1 (relu) differs from conv2 (add+relu)
+
+
+def test_placement_reaches_the_live_bound_where_largest_first_fragments():
+    # live bytes per step: 0, 512, 576, 384, 192, 64; placed largest first the peak is 640
+    ivs = [Interval("b0", 192, 2, 3), Interval("b1", 256, 1, 1), Interval("b2", 256, 1, 2),
+           Interval("b3", 128, 2, 4), Interval("b4", 64, 3, 5)]
+    assert _peak(_place(ivs, _ORDERS[0])) == 640
+    placed = _best_placement(ivs, 6)
+    assert _peak(placed) == 576
+    for i, a in enumerate(placed):
+        for b in placed[i + 1:]:
+            if a.overlaps_in_time(b):
+                assert a.offset + a.nbytes <= b.offset or b.offset + b.nbytes <= a.offset, (a, b)
+    assert _best_placement(ivs, 6) == placed  # seeded: the same plan every time

@@ -1,13 +1,15 @@
 """The static memory plan (TVM section 2): every intermediate activation gets an
 offset in one arena; two whose lifetimes (the span of groups from the one that
 writes it to the last that reads it) do not overlap may share bytes. Placement
-is greedy by size: the largest buffers first, each at the lowest 64-byte
-aligned offset that clashes with no placed buffer live at the same time.
+is greedy: buffers in some order, each at the lowest 64-byte aligned offset
+that clashes with no placed buffer live at the same time; several orders are
+tried and the smallest peak kept.
 Views (groups of reshapes) alias their input and extend its lifetime; graph
 inputs, outputs and constants live outside the arena."""
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 
 from .partition import Partition
@@ -80,15 +82,62 @@ def plan_memory(partition: Partition) -> MemoryPlan:
         last[r] = end
     intervals = [Interval(v, _aligned(graph.type_of(v).nbytes), i, max(last.get(v, i), i))
                  for v, i in first.items() if v not in external]
+    placed = _best_placement(intervals, len(partition.groups) + 1)
+    buffers = {p.value: p for p in sorted(placed, key=lambda p: (p.first, p.value))}
+    return MemoryPlan(buffers, aliases, frozenset(external), _peak(placed), sum(p.nbytes for p in placed))
+
+
+# Orders in which buffers are placed first; each gives a valid plan, the smallest peak wins.
+# Largest first packs big buffers tightly; by time (then size) follows the program.
+_ORDERS = (
+    lambda b: (-b.nbytes, b.first, b.value),
+    lambda b: (b.first, -b.nbytes, b.value),
+    lambda b: (-(b.last - b.first), -b.nbytes, b.value),
+    lambda b: (-b.nbytes * (b.last - b.first + 1), b.value),
+)
+
+
+RANDOM_ORDERS = 1024  # seeded shuffles tried after _ORDERS while the peak is above its bound
+
+
+def _best_placement(intervals: list[Interval], steps: int) -> list[Interval]:
+    """The placement of smallest peak over `_ORDERS`, then seeded random orders, stopping
+    at the bound no placement can beat: the most bytes live at one step. ResNet-50's
+    Winograd plan: largest-first 8.6 MiB, the best heuristic order 7.8, bound 6.9,
+    reached by a shuffle. Deterministic: the same graph gives the same plan."""
+    live = [0] * steps
+    for iv in intervals:
+        for i in range(iv.first, iv.last + 1):
+            live[i] += iv.nbytes
+    bound = max(live, default=0)
+    best = None
+    rng = random.Random(0)
+    orders = list(_ORDERS) + [None] * RANDOM_ORDERS
+    for order in orders:
+        if order is None:
+            keys = {iv.value: rng.random() for iv in intervals}
+            order = lambda b, keys=keys: keys[b.value]  # noqa: E731
+        placed = _place(intervals, order)
+        if best is None or _peak(placed) < _peak(best):
+            best = placed
+        if _peak(best) <= bound:
+            break
+    return best
+
+
+def _peak(placed: list[Interval]) -> int:
+    return max((p.offset + p.nbytes for p in placed), default=0)
+
+
+def _place(intervals: list[Interval], order) -> list[Interval]:
+    """Each buffer, in `order`, at the lowest offset that clashes with no placed buffer
+    live at the same time."""
     placed: list[Interval] = []
-    for iv in sorted(intervals, key=lambda b: (-b.nbytes, b.first, b.value)):
-        clashes = sorted((p for p in placed if p.overlaps_in_time(iv)), key=lambda p: p.offset)
+    for iv in sorted(intervals, key=order):
         offset = 0
-        for p in clashes:
+        for p in sorted((p for p in placed if p.overlaps_in_time(iv)), key=lambda p: p.offset):
             if offset + iv.nbytes <= p.offset:
                 break
             offset = max(offset, p.offset + p.nbytes)
         placed.append(Interval(iv.value, iv.nbytes, iv.first, iv.last, offset))
-    buffers = {p.value: p for p in sorted(placed, key=lambda p: (p.first, p.value))}
-    peak = max((p.offset + p.nbytes for p in placed), default=0)
-    return MemoryPlan(buffers, aliases, frozenset(external), peak, sum(p.nbytes for p in placed))
+    return placed

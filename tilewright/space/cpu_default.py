@@ -11,7 +11,7 @@ import math
 from .cpu import pack_repeats
 from .cpu_access import column_panel
 from .cpu_blocking import reduction_blocked, wants_blocking
-from .cpu_knobs import PACK, PLACE, fused_count, pack_key, split_key
+from .cpu_knobs import PACK, PLACE, fused_count, pack_key, place_key, split_key
 from .cpu_plan import CpuPlan, indexing_dims, lane_reduce_loop, main_loads, outer_orders
 from .cpu_tiles import Tile, register_tiles
 from .knobs import SplitKnob
@@ -129,7 +129,7 @@ def _point_for_tile(space: Space, plan: CpuPlan, tile: Tile, blocked: bool = Fal
                 value = PACK.index("outer")
                 hoist.append(name)
         elif name.startswith("place."):
-            value = PLACE.index("root")  # padding/packing once: cheap next to the main node, never per tile
+            value = _placement(plan, next(q for q in plan.producers if place_key(q) == name))
         else:
             value = 0
         values.append((name, value))
@@ -138,6 +138,22 @@ def _point_for_tile(space: Space, plan: CpuPlan, tile: Tile, blocked: bool = Fal
     if blocked:
         p = reduction_blocked(space, plan, p, tiles)
     return p if space.valid(p) else None
+
+
+# A producer (padding) that the main node reads at most this often per element is inlined: a
+# guarded load per read costs less than writing a padded copy and reading it back. ResNet's stem
+# max pool (3x3 window, stride 2: 2.25 reads) ran 2-3x faster so, without its 3.1 MiB copy.
+INLINE_READS = 4
+
+
+def _placement(plan: CpuPlan, producer) -> int:
+    """The `place` option of an elementwise producer: once per call in its own parallel stage
+    (padding or packing a conv's input, read many times per element), or inlined where the
+    main node reads each element at most INLINE_READS times."""
+    main = plan.main
+    reads = math.prod(lp.extent for lp in (*main.spatial, *main.reduce)) * len(main_loads(plan, producer.tensor))
+    inline = reads <= INLINE_READS * math.prod(producer.tensor.shape)
+    return PLACE.index("inline" if inline else "root")
 
 
 def pressure_scheduled(tile: Tile, registers: int) -> bool:
