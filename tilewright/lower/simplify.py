@@ -302,11 +302,15 @@ def simplify(e: Expr, ranges: Ranges | None = None, memo: dict | None = None) ->
         hit = memo.get(id(node))
         if hit is not None and hit[0] is node:
             return hit[1]
-        cond = visit(node.cond) if isinstance(node, Select) else None
-        if isinstance(cond, Const):
-            out = visit(node.t if cond.value else node.f)
-        else:
-            out = simplify_node(with_children(node, tuple(visit(c) for c in children(node))), ranges)
+        same = ("structure", structural_key(node))  # an equal subtree built apart (an unrolled copy's loads)
+        out = memo.get(same)
+        if out is None:
+            cond = visit(node.cond) if isinstance(node, Select) else None
+            if isinstance(cond, Const):
+                out = visit(node.t if cond.value else node.f)
+            else:
+                out = simplify_node(with_children(node, tuple(visit(c) for c in children(node))), ranges)
+            memo[same] = out
         memo[id(node)] = (node, out)  # the node itself held: its id cannot be reused while shared
         return out
 

@@ -21,15 +21,17 @@ def unrolled_copies(loop: For) -> Stmt:
     copies = []
     for k in range(int(loop.extent.value)):
         value = arith.const(begin + k, loop.var.dtype)
-        copies.append(map_stmt(loop.body, None, lambda e, v=value: bind(e, loop.var, v)))
+        memo: dict[int, Expr] = {}  # one per copy: its statements share subtrees (an unrolled tile's partial sums)
+        copies.append(map_stmt(loop.body, None, lambda e, v=value, m=memo: bind(e, loop.var, v, m)))
     return seq(*copies)
 
 
-def bind(e: Expr, var, value: Const) -> Expr:
+def bind(e: Expr, var, value: Const, memo: dict | None = None) -> Expr:
     """`e` with `var` replaced by `value`, where a select whose condition becomes a constant keeps
     only its chosen branch (an unrolled dispatch chain shrinks to one branch per copy here, instead
-    of copying every branch for simplify to drop)."""
-    memo: dict[int, Expr] = {}
+    of copying every branch for simplify to drop). `memo` (id -> result): shared by calls that
+    bind the same `var` to the same `value`."""
+    memo = {} if memo is None else memo
 
     def visit(node: Expr) -> Expr:
         key = id(node)

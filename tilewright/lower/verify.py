@@ -9,11 +9,11 @@ from __future__ import annotations
 from ..errors import LoweringError
 from ..ir.expr import Expr, Load, Reduce, Var
 from ..ir.stmt import Allocate, Barrier, Buffer, Fence, For, IfThenElse, LetStmt, Seq, Stmt, Store
-from ..ir.traverse import walk
+from ..ir.traverse import walk_unique
 
 
 def _check_expr(e: Expr, bound: set[int], buffers: set[int], where: str) -> None:
-    for n in walk(e):
+    for n in walk_unique(e):  # a shared subtree (a transform's partial sums) checked once
         if isinstance(n, Reduce):
             raise LoweringError(f"{where}: a reduction survived lowering: {n}")
         if isinstance(n, Var) and id(n) not in bound:
