@@ -4,6 +4,7 @@ transforms only where packed and plain data meet, the same outputs."""
 import numpy as np
 import pytest
 from graph_cases import Builder, random_array, random_inputs, residual_block
+from synthetic_targets import AVX2
 
 import tilewright as tw
 from tilewright.graph import blocked
@@ -11,11 +12,6 @@ from tilewright.graph.compile import compile as tw_compile
 from tilewright.graph.infer import infer_types
 from tilewright.graph.layout import convert_layout, pack_layout
 from tilewright.graph.reference import run_reference
-from tilewright.targets import ISA_FEATURES, Target
-
-AVX2 = Target(kind="cpu", arch="x86_64", cores=2, features=frozenset(ISA_FEATURES["avx2"]), isa="avx2",
-              caches=((1, "Data", 32 * 1024), (2, "Unified", 512 * 1024)), l1_ways=8, compiler="cc",
-              compiler_version="synthetic", fma_units=2, fma_bits=256, load_bits=256)
 
 
 def inverted_residual(c=8, h=6) -> tw.graph.Graph:

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from oracle import check_kernel
+from synthetic_targets import AVX2 as AVX2_TARGET
 
 import tilewright as tw
 from tilewright.ir import arith
@@ -21,12 +22,8 @@ from tilewright.ir.stmt_functor import all_expr_nodes, walk_stmt
 from tilewright.lower.accumulators import promote_accumulators
 from tilewright.lower.lower import lower
 from tilewright.lower.registers import RegisterFile
-from tilewright.targets import ISA_FEATURES, Target
 
 AVX2 = RegisterFile(vector_bytes=32, count=16)
-AVX2_TARGET = Target(kind="cpu", arch="x86_64", cores=2, features=frozenset(ISA_FEATURES["avx2"]), isa="avx2",
-                     caches=((1, "Data", 32 * 1024), (2, "Unified", 512 * 1024)), l1_ways=8, compiler="cc",
-                     compiler_version="synthetic", fma_units=2, fma_bits=256, load_bits=256)
 
 
 def gemm(m, n, k, dtype="float32"):

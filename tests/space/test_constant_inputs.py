@@ -2,16 +2,13 @@
 their packing per call: where the weights' pack dominated the model (ResNet-50's 7x7 1x1
 layers), the default vectorizes along the output channels once it knows they are constants."""
 
+from synthetic_targets import AVX2
+
 import tilewright as tw
 from tilewright.space.cpu import cpu_space
 from tilewright.space.cpu_default import default_point
 from tilewright.space.cpu_knobs import option
 from tilewright.space.cpu_plan import vector_position
-from tilewright.targets import ISA_FEATURES, Target
-
-AVX2 = Target(kind="cpu", arch="x86_64", cores=2, features=frozenset(ISA_FEATURES["avx2"]), isa="avx2",
-              caches=((1, "Data", 32 * 1024), (2, "Unified", 512 * 1024)), l1_ways=8, compiler="gcc",
-              compiler_version="synthetic", fma_units=2, fma_bits=256, load_bits=256)
 
 
 def _pointwise(c, o, hw):

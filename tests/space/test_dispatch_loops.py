@@ -3,6 +3,7 @@ positions) are kept whole in the unrolled register tile, so the selects fold to 
 
 import numpy as np
 import pytest
+from synthetic_targets import AVX2
 
 import tilewright as tw
 from tilewright.graph.blocked import from_blocked, to_blocked
@@ -12,11 +13,6 @@ from tilewright.space.cpu import cpu_space
 from tilewright.space.cpu_default import default_point
 from tilewright.space.cpu_knobs import tile_factor
 from tilewright.space.cpu_plan import dispatch_periods
-from tilewright.targets import ISA_FEATURES, Target
-
-AVX2 = Target(kind="cpu", arch="x86_64", cores=2, features=frozenset(ISA_FEATURES["avx2"]), isa="avx2",
-              caches=((1, "Data", 32 * 1024), (2, "Unified", 512 * 1024)), l1_ways=8, compiler="gcc",
-              compiler_version="synthetic", fma_units=2, fma_bits=256, load_bits=256)
 
 
 def transforms(c=16, h=6):

@@ -106,9 +106,13 @@ class TuneResult:
         return "\n".join(lines)
 
 
-def check_options(**options) -> None:
+NON_NEGATIVE = ("seed", "warmup")
+
+
+def check_options(zero_trials: bool = False, **options) -> None:
     """Tuning options: counts are positive ints (or None where optional), the timeout a positive number,
-    the seed a non-negative int."""
+    the seed a non-negative int; `zero_trials`: trials may be 0 as well (re-time only)."""
+    lowest = {name: 0 for name in NON_NEGATIVE} | ({"trials": 0} if zero_trials else {})
     for name, value in options.items():
         optional = name in ("batch", "warmup", "early_stop")
         if value is None and optional:
@@ -117,9 +121,8 @@ def check_options(**options) -> None:
             ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
             want = "a positive number of seconds"
         else:
-            ok = isinstance(value, int) and not isinstance(value, bool) and value >= (0 if name in (
-                "seed", "warmup") else 1)
-            want = "a non-negative int" if name in ("seed", "warmup") else "a positive int"
+            ok = isinstance(value, int) and not isinstance(value, bool) and value >= lowest.get(name, 1)
+            want = "a non-negative int" if name in lowest else "a positive int"
         if not ok:
             raise TilewrightError(f"tune: {name} must be {want}{' or None' if optional else ''}, got {value!r}")
 
@@ -180,7 +183,7 @@ def run_tuning(backend, tensors, tgt, trials: int = 200, method: str = "q", time
     caller that tunes in slices (the task scheduler) re-times once after its last slice instead.
     `trials=0` (here, not in `tw.tune`) measures no new point and only re-times."""
     args, outputs = _split_args(tensors)
-    check_options(trials=max(trials, 1) if trials == 0 else trials, timeout=timeout, seed=seed, batch=batch,
+    check_options(zero_trials=True, trials=trials, timeout=timeout, seed=seed, batch=batch,
                    warmup=warmup, early_stop=early_stop)
     backend.require_space()
     space, plan = backend.space(outputs, tgt, constants=constants)
