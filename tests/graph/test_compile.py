@@ -63,3 +63,7 @@ def test_scheduler_spends_budget_and_reuses_records(tmp_path, capsys):
     out2 = tune_tasks(again, "cpu", trials=6, records=db, progress=False)  # the same budget again: all reused
     assert out2["trials"] == 0 and out2["reused"] >= out["trials"]
     assert all(math.isfinite(t.best_cost) for t in again)
+    # another model sharing these tasks and adding an untuned one gets its whole budget
+    bigger = extract_tasks(partition(graph)) + extract_tasks(partition(conv_bias_relu()))
+    out3 = tune_tasks(bigger, "cpu", trials=4, records=db, slice_trials=2, progress=False)
+    assert out3["trials"] == 4 and out3["reused"] >= out["trials"]

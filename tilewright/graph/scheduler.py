@@ -4,9 +4,11 @@ tasks by expected gain. A round-robin warm-up gives each task a few trials
 a rerun costs nothing); then each slice goes to the task with the largest
 weight x best time x recent improvement rate (an optimistic rate, decaying with
 the slices it has had, while it has no history). Every measurement goes to one
-record store, so records are reused across runs and across models; the
-measurements a store already holds for the tasks count against the budget, so
-a rerun with the same budget measures nothing."""
+record store, so records are reused across runs and across models. Once every
+task of the model has records, the measurements they hold count against the
+budget, so a rerun with the same budget measures nothing; while some task has
+none, they do not: a model that shares a few tasks with one tuned before (ResNet-50's
+3x3 layers with ResNet-18's) still gets its whole budget."""
 
 from __future__ import annotations
 
@@ -43,10 +45,11 @@ def estimated_latency(tasks: list[Task]) -> float:
     return sum(t.weight * t.best_cost for t in tasks)
 
 
-def known_costs(tasks: list[Task], target, store: Records) -> int:
+def known_costs(tasks: list[Task], target, store: Records) -> tuple[int, bool]:
     """Fill each task's best_cost and trials from the records of its workload on this
-    target; returns how many measurements the records already hold for these tasks."""
-    total = 0
+    target; returns how many measurements the records already hold for these tasks,
+    and whether every task has some."""
+    total, every = 0, True
     for t in tasks:
         rows = store.query(t.key, target.key)
         finite = [r.cost for r in rows if math.isfinite(r.cost)]
@@ -54,14 +57,15 @@ def known_costs(tasks: list[Task], target, store: Records) -> int:
             t.best_cost = min(t.best_cost, min(finite))
         t.trials = max(t.trials, len(rows))
         total += len(rows)
-    return total
+        every = every and bool(rows)
+    return total, every
 
 
 def tune_tasks(tasks: list[Task], target, trials: int, records=None, slice_trials: int = 8,
                warmup_trials: int | None = None, progress: bool = True, model: str = "model",
                **tune_options) -> dict:
     """Tune `tasks` with `trials` measurements in all (those already in the records
-    included); returns a summary (new trials, reused records, seconds, estimated
+    included once every task has some); returns a summary (new trials, reused records, seconds, estimated
     latency before and after). `tune_options` go to `tw.tune`
     (seed, timeout, cost_model, method, ...)."""
     from ..api import tune
@@ -71,12 +75,14 @@ def tune_tasks(tasks: list[Task], target, trials: int, records=None, slice_trial
 
     target = as_target(target)
     store = records if isinstance(records, Records) else Records(records)
-    reused = known_costs(tasks, target, store)
+    reused, every_task = known_costs(tasks, target, store)
     before = estimated_latency(tasks)
     states = [_State(t) for t in tasks]
     warm = warmup_trials if warmup_trials is not None else max(1, min(slice_trials, trials // max(len(tasks), 1)))
-    # measurements in the records count against the budget: a rerun with the same budget costs nothing
-    spent, start = min(reused, trials), time.perf_counter()
+    # measurements in the records count against the budget once every task has some: a rerun with the
+    # same budget costs nothing, a model sharing some tasks with another still gets its budget
+    counted = min(reused, trials) if every_task else 0
+    spent, start = counted, time.perf_counter()
     tune_options.setdefault("progress", False)
 
     def give(st: _State, n: int) -> None:
@@ -114,7 +120,7 @@ def tune_tasks(tasks: list[Task], target, trials: int, records=None, slice_trial
                                            constants=[args[i] for i in st.task.constants],
                                            **tune_options).best_cost
     _show(progress, model, spent, trials, tasks, start, end=True)
-    return {"trials": spent - min(reused, trials), "reused": reused, "seconds": time.perf_counter() - start,
+    return {"trials": spent - counted, "reused": reused, "seconds": time.perf_counter() - start,
             "estimated_before_s": before, "estimated_after_s": estimated_latency(tasks)}
 
 
