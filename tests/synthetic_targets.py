@@ -6,7 +6,7 @@ from tilewright.targets import ISA_FEATURES, Target, as_target
 
 # AVX2 + FMA with full-width (256-bit) units, 2 cores, 32 KiB L1 and 512 KiB L2: a Zen 3 core
 AVX2 = Target(kind="cpu", arch="x86_64", cores=2, features=frozenset(ISA_FEATURES["avx2"]), isa="avx2",
-              caches=((1, "Data", 32 * 1024), (2, "Unified", 512 * 1024)), l1_ways=8, compiler="gcc",
+              caches=((1, "Data", 32 * 1024), (2, "Unified", 512 * 1024)), l1_ways=8, compiler="cc",
               compiler_version="synthetic", fma_units=2, fma_bits=256, load_bits=256)
 
 

@@ -4,7 +4,7 @@ transforms only where packed and plain data meet, the same outputs."""
 import numpy as np
 import pytest
 from graph_cases import Builder, random_array, random_inputs, residual_block
-from synthetic_targets import AVX2
+from synthetic_targets import AVX2, host_runs
 
 import tilewright as tw
 from tilewright.graph import blocked
@@ -62,6 +62,7 @@ def test_depthwise_policy_packs_only_depthwise_convolutions():
     assert _ops(packed).count("layout_transform") == 2
 
 
+@pytest.mark.skipif(not host_runs(AVX2), reason="the pinned AVX2 target does not run on this host")
 def test_compiled_packed_model_matches_reference(tmp_path):
     graph = inverted_residual(c=8, h=8)
     module = tw_compile(graph, target=AVX2, trials=0, records=tmp_path / "r.db", progress=False, layout="NCHWc")
@@ -121,6 +122,7 @@ def test_numpy_layout_helpers_round_trip():
     assert packed[1, 0, 2, 1, 3, 5] == w[1 * 8 + 5, 0 * 4 + 3, 2, 1]
 
 
+@pytest.mark.skipif(not host_runs(AVX2), reason="the pinned AVX2 target does not run on this host")
 def test_auto_layout_measures_both_builds_and_keeps_one(tmp_path, capsys):
     from tilewright.graph.layout_choice import choose_layout
     from tilewright.records import Records

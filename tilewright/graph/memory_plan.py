@@ -82,7 +82,7 @@ def plan_memory(partition: Partition) -> MemoryPlan:
         last[r] = end
     intervals = [Interval(v, _aligned(graph.type_of(v).nbytes), i, max(last.get(v, i), i))
                  for v, i in first.items() if v not in external]
-    placed = _best_placement(intervals, len(partition.groups) + 1)
+    placed = _best_placement(intervals)
     buffers = {p.value: p for p in sorted(placed, key=lambda p: (p.first, p.value))}
     return MemoryPlan(buffers, aliases, frozenset(external), _peak(placed), sum(p.nbytes for p in placed))
 
@@ -98,30 +98,35 @@ _ORDERS = (
 
 
 RANDOM_ORDERS = 1024  # seeded shuffles tried after _ORDERS while the peak is above its bound
+STALL_ORDERS = 256  # ... and while one of the last this many improved on the best
 
 
-def _best_placement(intervals: list[Interval], steps: int) -> list[Interval]:
+def _best_placement(intervals: list[Interval]) -> list[Interval]:
     """The placement of smallest peak over `_ORDERS`, then seeded random orders, stopping
-    at the bound no placement can beat: the most bytes live at one step. ResNet-50's
-    Winograd plan: largest-first 8.6 MiB, the best heuristic order 7.8, bound 6.9,
-    reached by a shuffle. Deterministic: the same graph gives the same plan."""
+    at the bound no placement can beat (the most bytes live at one step) or after
+    STALL_ORDERS shuffles without a gain; an order is dropped as soon as it reaches the
+    best peak so far. ResNet-50's Winograd plan: largest-first 8.6 MiB, the best heuristic
+    order 7.8, bound 6.9, reached by a shuffle. Deterministic: the same graph, the same plan."""
+    steps = max((iv.last for iv in intervals), default=-1) + 1
     live = [0] * steps
     for iv in intervals:
         for i in range(iv.first, iv.last + 1):
             live[i] += iv.nbytes
     bound = max(live, default=0)
-    best = None
-    rng = random.Random(0)
-    orders = list(_ORDERS) + [None] * RANDOM_ORDERS
-    for order in orders:
-        if order is None:
+    clashes = {iv.value: [o for o in intervals if o is not iv and o.overlaps_in_time(iv)] for iv in intervals}
+    best = _place(intervals, _ORDERS[0], clashes, None)
+    rng, stalled = random.Random(0), 0
+    for n in range(1, len(_ORDERS) + RANDOM_ORDERS):
+        if _peak(best) <= bound or stalled >= STALL_ORDERS:
+            break
+        if n < len(_ORDERS):
+            order = _ORDERS[n]
+        else:
             keys = {iv.value: rng.random() for iv in intervals}
             order = lambda b, keys=keys: keys[b.value]  # noqa: E731
-        placed = _place(intervals, order)
-        if best is None or _peak(placed) < _peak(best):
-            best = placed
-        if _peak(best) <= bound:
-            break
+        placed = _place(intervals, order, clashes, _peak(best))
+        stalled = 0 if placed is not None else stalled + (n >= len(_ORDERS))
+        best = placed if placed is not None else best
     return best
 
 
@@ -129,15 +134,20 @@ def _peak(placed: list[Interval]) -> int:
     return max((p.offset + p.nbytes for p in placed), default=0)
 
 
-def _place(intervals: list[Interval], order) -> list[Interval]:
+def _place(intervals: list[Interval], order, clashes: dict, limit: int | None) -> list[Interval] | None:
     """Each buffer, in `order`, at the lowest offset that clashes with no placed buffer
-    live at the same time."""
+    live at the same time (`clashes`: the intervals each one overlaps in time); None as
+    soon as the peak would reach `limit`."""
+    offsets: dict[str, int] = {}
     placed: list[Interval] = []
     for iv in sorted(intervals, key=order):
         offset = 0
-        for p in sorted((p for p in placed if p.overlaps_in_time(iv)), key=lambda p: p.offset):
-            if offset + iv.nbytes <= p.offset:
+        for o, size in sorted((offsets[c.value], c.nbytes) for c in clashes[iv.value] if c.value in offsets):
+            if offset + iv.nbytes <= o:
                 break
-            offset = max(offset, p.offset + p.nbytes)
+            offset = max(offset, o + size)
+        if limit is not None and offset + iv.nbytes >= limit:
+            return None
+        offsets[iv.value] = offset
         placed.append(Interval(iv.value, iv.nbytes, iv.first, iv.last, offset))
     return placed

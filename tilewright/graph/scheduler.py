@@ -8,7 +8,11 @@ record store, so records are reused across runs and across models. Once every
 task of the model has records, the measurements they hold count against the
 budget, so a rerun with the same budget measures nothing; while some task has
 none, they do not: a model that shares a few tasks with one tuned before (ResNet-50's
-3x3 layers with ResNet-18's) still gets its whole budget."""
+3x3 layers with ResNet-18's) still gets its whole budget. Records do not say which model
+made them, so the rule is approximate: once a small budget has given every task a record,
+other models' records on the shared tasks count too, and a budget below the task count
+(some tasks left without records) is spent again on a rerun. A per-model ledger of trials
+spent in the store would be exact."""
 
 from __future__ import annotations
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 
@@ -130,22 +131,23 @@ def is_const(e: Expr, value=None) -> bool:
 # whole at every dict lookup: quadratic on a Winograd tile's deep index sums). Each node keeps its key.
 _interned: dict = {}
 _fresh = itertools.count()
-MAX_INTERNED = 1 << 20  # past this the table starts over: later keys then differ from earlier equal
-# ones (a missed simplification at worst, never a false equality), and memory stays bounded
+_generation = 0  # bumped when the table starts over: a node's cached key from before is recomputed,
+MAX_INTERNED = 1 << 20  # so equal nodes keep equal keys whatever was compiled earlier in the process
 
 
 def structural_key(e: Expr) -> int:
     """An int equal for structurally equal expressions (vars by identity, tensors by identity,
     constants by value and dtype)."""
-    k = e.__dict__.get("_skey")
-    if k is not None:
-        return k
-    global _interned
+    global _interned, _generation
+    cached = e.__dict__.get("_skey")
+    if cached is not None and (cached[0] == _generation or isinstance(e, Var)):
+        return cached[1]
     if isinstance(e, Var):
         k = next(_fresh)
     else:
-        if isinstance(e, Const):
-            flat = ("const", e.value, e.dtype)
+        if isinstance(e, Const):  # -0.0 == 0.0 in Python: the sign keeps them apart
+            sign = math.copysign(1.0, float(e.value)) if e.dtype.is_float else 0
+            flat = ("const", e.value, sign, e.dtype)
         else:
             head = [type(e).__name__, e.dtype]
             for attr in ("op", "func", "stride", "lanes"):
@@ -159,8 +161,9 @@ def structural_key(e: Expr) -> int:
             flat = (tuple(head), tuple(structural_key(c) for c in children(e)))
         k = _interned.get(flat)
         if k is None:
-            if len(_interned) >= MAX_INTERNED:
-                _interned = {}
+            if _interned and len(_interned) >= MAX_INTERNED:
+                _interned, _generation = {}, _generation + 1
+                return structural_key(e)  # the children's keys now belong to the old table
             k = _interned.setdefault(flat, next(_fresh))
-    object.__setattr__(e, "_skey", k)
+    object.__setattr__(e, "_skey", (_generation, k))
     return k

@@ -290,8 +290,9 @@ def simplify_node(e: Expr, ranges: Ranges) -> Expr:
 def simplify(e: Expr, ranges: Ranges | None = None, memo: dict | None = None) -> Expr:
     """Bottom-up, except that a select whose condition folds to a constant keeps only its chosen
     branch, which alone is simplified (an unrolled dispatch chain: a Winograd transform's 36).
-    `memo` (id -> (node, result)): results to share across calls with the same `ranges` (the stores
-    of one unrolled body share subtrees; simplify_stmt passes one per set of loop ranges)."""
+    `memo`: results to share across calls with the same `ranges` (the stores of one unrolled body
+    share subtrees; simplify_stmt passes one per set of loop ranges), by id (id -> (node, result))
+    and by structure (("structure", structural_key) -> result: equal subtrees built apart)."""
     ranges = ranges or {}
     memo = {} if memo is None else memo
     outer = getattr(_state, "linear", None)

@@ -30,7 +30,8 @@ def bind(e: Expr, var, value: Const, memo: dict | None = None) -> Expr:
     """`e` with `var` replaced by `value`, where a select whose condition becomes a constant keeps
     only its chosen branch (an unrolled dispatch chain shrinks to one branch per copy here, instead
     of copying every branch for simplify to drop). `memo` (id -> result): shared by calls that
-    bind the same `var` to the same `value`."""
+    bind the same `var` to the same `value` in expressions that all stay alive meanwhile (one
+    loop body's), so no id is reused."""
     memo = {} if memo is None else memo
 
     def visit(node: Expr) -> Expr:

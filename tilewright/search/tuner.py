@@ -106,13 +106,13 @@ class TuneResult:
         return "\n".join(lines)
 
 
-NON_NEGATIVE = ("seed", "warmup")
+_NON_NEGATIVE = ("seed", "warmup")
 
 
 def check_options(zero_trials: bool = False, **options) -> None:
     """Tuning options: counts are positive ints (or None where optional), the timeout a positive number,
-    the seed a non-negative int; `zero_trials`: trials may be 0 as well (re-time only)."""
-    lowest = {name: 0 for name in NON_NEGATIVE} | ({"trials": 0} if zero_trials else {})
+    the seed and warmup non-negative ints; `zero_trials`: trials may be 0 as well (re-time only)."""
+    lowest = {name: 0 for name in _NON_NEGATIVE} | ({"trials": 0} if zero_trials else {})
     for name, value in options.items():
         optional = name in ("batch", "warmup", "early_stop")
         if value is None and optional:
