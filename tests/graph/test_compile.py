@@ -67,3 +67,6 @@ def test_scheduler_spends_budget_and_reuses_records(tmp_path, capsys):
     bigger = extract_tasks(partition(graph)) + extract_tasks(partition(conv_bias_relu()))
     out3 = tune_tasks(bigger, "cpu", trials=4, records=db, slice_trials=2, progress=False)
     assert out3["trials"] == 4 and out3["reused"] >= out["trials"]
+    # the store counts what each model spent: the same budget again measures nothing, a larger one the rest
+    assert tune_tasks(bigger, "cpu", trials=4, records=db, progress=False)["trials"] == 0
+    assert tune_tasks(bigger, "cpu", trials=7, records=db, slice_trials=2, progress=False)["trials"] == 3

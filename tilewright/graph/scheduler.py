@@ -4,18 +4,16 @@ tasks by expected gain. A round-robin warm-up gives each task a few trials
 a rerun costs nothing); then each slice goes to the task with the largest
 weight x best time x recent improvement rate (an optimistic rate, decaying with
 the slices it has had, while it has no history). Every measurement goes to one
-record store, so records are reused across runs and across models. Once every
-task of the model has records, the measurements they hold count against the
-budget, so a rerun with the same budget measures nothing; while some task has
-none, they do not: a model that shares a few tasks with one tuned before (ResNet-50's
-3x3 layers with ResNet-18's) still gets its whole budget. Records do not say which model
-made them, so the rule is approximate: once a small budget has given every task a record,
-other models' records on the shared tasks count too, and a budget below the task count
-(some tasks left without records) is spent again on a rerun. A per-model ledger of trials
-spent in the store would be exact."""
+record store, so records are reused across runs and across models. The store
+also counts the trials spent on each model (keyed by its set of tasks): they count
+against its budget, so a rerun with the same budget measures nothing, while a model
+that shares some tasks with another (ResNet-50's 3x3 layers with ResNet-18's) still
+gets its own budget. A store from before that count: the records count once every
+task of the model has some."""
 
 from __future__ import annotations
 
+import hashlib
 import math
 import sys
 import time
@@ -49,6 +47,12 @@ def estimated_latency(tasks: list[Task]) -> float:
     return sum(t.weight * t.best_cost for t in tasks)
 
 
+def model_key(tasks: list[Task]) -> str:
+    """A model's key in the store's trial count: its tasks' workload keys and weights."""
+    text = "\n".join(sorted(f"{t.key} x{t.weight}" for t in tasks))
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
 def known_costs(tasks: list[Task], target, store: Records) -> tuple[int, bool]:
     """Fill each task's best_cost and trials from the records of its workload on this
     target; returns how many measurements the records already hold for these tasks,
@@ -68,8 +72,8 @@ def known_costs(tasks: list[Task], target, store: Records) -> tuple[int, bool]:
 def tune_tasks(tasks: list[Task], target, trials: int, records=None, slice_trials: int = 8,
                warmup_trials: int | None = None, progress: bool = True, model: str = "model",
                **tune_options) -> dict:
-    """Tune `tasks` with `trials` measurements in all (those already in the records
-    included once every task has some); returns a summary (new trials, reused records, seconds, estimated
+    """Tune `tasks` with `trials` measurements in all (those the store counts as spent on
+    this model included); returns a summary (new trials, reused records, seconds, estimated
     latency before and after). `tune_options` go to `tw.tune`
     (seed, timeout, cost_model, method, ...)."""
     from ..api import tune
@@ -83,9 +87,11 @@ def tune_tasks(tasks: list[Task], target, trials: int, records=None, slice_trial
     before = estimated_latency(tasks)
     states = [_State(t) for t in tasks]
     warm = warmup_trials if warmup_trials is not None else max(1, min(slice_trials, trials // max(len(tasks), 1)))
-    # measurements in the records count against the budget once every task has some: a rerun with the
-    # same budget costs nothing, a model sharing some tasks with another still gets its budget
-    counted = min(reused, trials) if every_task else 0
+    key = model_key(tasks)
+    spent_before = store.model_trials(key, target.key)
+    if spent_before is None:  # a store from before the count: its records count once every task has some
+        spent_before = reused if every_task else 0
+    counted = min(spent_before, trials)
     spent, start = counted, time.perf_counter()
     tune_options.setdefault("progress", False)
 
@@ -99,6 +105,7 @@ def tune_tasks(tasks: list[Task], target, trials: int, records=None, slice_trial
                       retime=False, **tune_options)
         got = len(result.history) or n
         spent += got
+        store.add_model_trials(key, target.key, got)
         st.task.trials += got
         st.slices += 1
         st.task.best_cost = min(st.task.best_cost, result.best_cost)

@@ -42,6 +42,12 @@ CREATE TABLE IF NOT EXISTS records (
 );
 CREATE INDEX IF NOT EXISTS by_workload ON records (workload, target, cost);
 CREATE UNIQUE INDEX IF NOT EXISTS no_duplicates ON records (workload, target, point, run_id, time);
+CREATE TABLE IF NOT EXISTS model_trials (
+    model TEXT NOT NULL,
+    target TEXT NOT NULL,
+    trials INTEGER NOT NULL,
+    PRIMARY KEY (model, target)
+);
 """
 
 
@@ -268,6 +274,23 @@ class Records:
 
     def count(self) -> int:
         return self._read("SELECT COUNT(*) FROM records")[0][0]
+
+    def model_trials(self, model: str, target: str) -> int | None:
+        """Trials the task scheduler has spent on `model` (a key of its task set) on `target`,
+        or None where it never tuned it in this store."""
+        rows = self._read("SELECT trials FROM model_trials WHERE model = ? AND target = ?", (model, target))
+        return rows[0][0] if rows else None
+
+    def add_model_trials(self, model: str, target: str, n: int) -> None:
+        """Count `n` more trials spent on `model` on `target` (committed at once, as records are)."""
+        try:
+            self._retry(lambda: self._db.execute(
+                "INSERT INTO model_trials (model, target, trials) VALUES (?, ?, ?) "
+                "ON CONFLICT (model, target) DO UPDATE SET trials = trials + excluded.trials",
+                (model, target, int(n))), "counting a model's trials")
+        except sqlite3.OperationalError:
+            raise TilewrightError(f"records database {self.path} stayed locked for {self.lock_timeout:.0f}s "
+                                  "while counting a model's trials; the measurements themselves are saved") from None
 
     def close(self) -> None:
         self._db.close()
