@@ -115,18 +115,21 @@ def _best_placement(intervals: list[Interval]) -> list[Interval]:
     bound = max(live, default=0)
     clashes = {iv.value: [o for o in intervals if o is not iv and o.overlaps_in_time(iv)] for iv in intervals}
     best = _place(intervals, _ORDERS[0], clashes, None)
+    best_peak = _peak(best)
     rng, stalled = random.Random(0), 0
     for n in range(1, len(_ORDERS) + RANDOM_ORDERS):
-        if _peak(best) <= bound or stalled >= STALL_ORDERS:
+        if best_peak <= bound or stalled >= STALL_ORDERS:
             break
         if n < len(_ORDERS):
             order = _ORDERS[n]
         else:
             keys = {iv.value: rng.random() for iv in intervals}
             order = lambda b, keys=keys: keys[b.value]  # noqa: E731
-        placed = _place(intervals, order, clashes, _peak(best))
-        stalled = 0 if placed is not None else stalled + (n >= len(_ORDERS))
-        best = placed if placed is not None else best
+        placed = _place(intervals, order, clashes, best_peak)  # None unless below best_peak
+        if placed is None:
+            stalled += n >= len(_ORDERS)
+        else:
+            best, best_peak, stalled = placed, _peak(placed), 0
     return best
 
 

@@ -13,12 +13,12 @@ task of the model has some."""
 
 from __future__ import annotations
 
-import hashlib
 import math
 import sys
 import time
 from dataclasses import dataclass, field
 
+from ..build.artefact_cache import content_key
 from ..records import Records
 from .tasks import Task
 
@@ -49,8 +49,7 @@ def estimated_latency(tasks: list[Task]) -> float:
 
 def model_key(tasks: list[Task]) -> str:
     """A model's key in the store's trial count: its tasks' workload keys and weights."""
-    text = "\n".join(sorted(f"{t.key} x{t.weight}" for t in tasks))
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
+    return content_key(*sorted(f"{t.key} x{t.weight}" for t in tasks))
 
 
 def known_costs(tasks: list[Task], target, store: Records) -> tuple[int, bool]:
