@@ -218,3 +218,17 @@ def typed_graph(nodes, inputs, outputs, consts) -> Graph:
     ns = [Node("constant", (), (v,)) for v in consts]
     ns += [Node(op, ins, (out,), attrs or {}) for op, ins, out, attrs in nodes]
     return infer_types(Graph(ns, list(inputs), outputs, {v: TensorType(s) for v, s in inputs.items()}, consts))
+
+
+def slices_and_concat() -> Graph:
+    """Contiguous slices (of the input, of a concat) and a concat of two kernels' outputs:
+    every one a view (graph/views.py), so only relu, the add and the final mul run kernels."""
+    b = Builder("views")
+    x = b.input("x", (1, 24, 4, 4))
+    xs = b.op("slice", [x], "xs", (1, 16, 4, 4), begin=(0, 8, 0, 0), end=(1, 24, 4, 4), step=(1, 1, 1, 1))
+    a = b.op("relu", [xs], "a", (1, 16, 4, 4))
+    c = b.op("add", [xs, b.const("k", (1, 16, 1, 1))], "c", (1, 16, 4, 4))
+    cat = b.op("concat", [a, c], "cat", (1, 32, 4, 4), axis=1)
+    s = b.op("slice", [cat], "s", (1, 16, 4, 4), begin=(0, 8, 0, 0), end=(1, 24, 4, 4), step=(1, 1, 1, 1))
+    b.op("mul", [s, s], "out", (1, 16, 4, 4))
+    return b.graph("out")

@@ -91,3 +91,18 @@ def test_weights_packed_once_at_build_match_and_export(tmp_path, runner):
     d = module.export(tmp_path / "model")
     (got,) = run_exported(runner, d, graph, inputs)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_exported_views_read_their_offsets(tmp_path, runner):
+    from graph_cases import slices_and_concat
+
+    from tilewright.graph.fusion import fuse
+    from tilewright.graph.reference import run_reference
+
+    graph = slices_and_concat()
+    module = build_module(fuse(graph), "cpu")
+    assert module.plan.view_offsets  # the case this test is for
+    inputs = random_inputs(graph)
+    got = run_exported(runner, module.export(tmp_path / "model"), graph, inputs)
+    np.testing.assert_allclose(got[0], module(*inputs), rtol=1e-6)
+    np.testing.assert_allclose(got[0], run_reference(graph, inputs)[0], rtol=1e-6)

@@ -80,3 +80,55 @@ def test_winograd_op_type_errors_name_what_is_valid():
     out = Node("winograd_output", ("m",), ("y",), {"shape": (1, 4, 10, 10, 8)})
     with pytest.raises(ShapeError, match=r"m of shape \(36, 9, 32\)"):
         infer_node(out, [TensorType((36, 8, 32), "float32")])
+
+
+def _conv_name(graph):
+    from tilewright.graph.winograd import eligible
+
+    return next(n.name for n in graph.nodes if eligible(graph, n))
+
+
+@pytest.mark.parametrize("h,k", [(8, 2), (14, 4)])  # whole tiles; cropped tiles
+def test_sliced_winograd_matches_the_reference_and_writes_in_place(h, k):
+    graph = residual_block(h=h)
+    packed = kernel_graph(graph, "NCHWc", 8, winograd=False)
+    sliced = winograd_convs(packed, chunks={_conv_name(packed): k})
+    mms = [n for n in sliced.nodes if n.op == "matmul"]
+    assert len(mms) == k and all(sliced.type_of(m.outputs[0]).shape[2] == 32 // k for m in mms)
+    part = fuse(sliced)
+    concat = next(g for g in part.groups if g.nodes[0].op == "concat")
+    assert concat.is_view
+    if h == 8:  # each slice's output transform applies the epilogue as it writes
+        outs = [g for g in part.groups if g.nodes[0].op == "winograd_output"]
+        assert len(outs) == k and all([n.op for n in g.nodes] == ["winograd_output", "add", "relu"] for g in outs)
+    inputs = random_inputs(graph)
+    np.testing.assert_allclose(run_reference(sliced, inputs)[0], run_reference(graph, inputs)[0], rtol=1e-4,
+                               atol=1e-4)
+    from tilewright.graph.module import build_module
+
+    module = build_module(part, "cpu")
+    np.testing.assert_allclose(module(*inputs), run_reference(graph, inputs)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_convs_are_sliced_only_where_their_products_set_the_peak():
+    from tilewright.graph.memory_plan import live_bound
+    from tilewright.graph.winograd_chunks import MIN_GAIN, chunked_winograd_convs
+
+    def widening(c, o, h):  # a 3x3 conv to many more channels: its products dwarf everything else
+        b = Builder("widen")
+        x = b.input("x", (1, c, h, h))
+        y = b.op("conv2d", [x, b.const("w", (o, c, 3, 3)), b.const("bias", (o,))], "conv", (1, o, h, h),
+                 padding=(1, 1, 1, 1))
+        y = b.op("relu", [y], "act", (1, o, h, h))
+        b.op("conv2d", [y, b.const("w1", (8, o, 1, 1))], "out", (1, 8, h, h))
+        return kernel_graph(b.graph("out"), "NCHWc", 8, winograd=False)
+
+    packed = widening(32, 128, 16)
+    whole, sliced = winograd_convs(packed), chunked_winograd_convs(packed)
+    assert sum(n.op == "matmul" for n in sliced.nodes) > 1
+    assert live_bound(fuse(sliced))[0] < (1 - MIN_GAIN) * live_bound(fuse(whole))[0]
+    inputs = random_inputs(packed)
+    np.testing.assert_allclose(run_reference(sliced, inputs)[0], run_reference(packed, inputs)[0], rtol=1e-4,
+                               atol=1e-4)
+    block = kernel_graph(residual_block(h=8), "NCHWc", 8, winograd=False)  # products no larger than the rest
+    assert sum(n.op == "matmul" for n in chunked_winograd_convs(block).nodes) == 1

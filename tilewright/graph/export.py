@@ -61,15 +61,15 @@ def _model_source(module, symbols: dict[int, str], weight_offsets: dict[str, int
         # an input also listed as an output is read from the input; a view output (filled by a copy at the
         # end) is read from its root, never from the caller's still empty output array
         own = (v,) if v in produced or v in inputs else ()
-        for w in (*own, plan.root(v)):
-            if w in inputs:
-                return f"(void *)inputs[{inputs[w]}]"
-            if w in outputs:
-                return f"(void *)outputs[{outputs[w]}]"
         root = plan.root(v)
+        for w in (*own, root):
+            at = 0 if w == v else plan.view_offset(v)
+            for name, index in (("inputs", inputs), ("outputs", outputs)):
+                if w in index:
+                    return f"(void *)((const char *){name}[{index[w]}] + {at})" if at else f"(void *){name}[{index[w]}]"
         if root in weight_offsets:
-            return f"(void *)(tw_weights + {weight_offsets[root]})"
-        return f"(void *)(tw_arena + {plan.offset(root)})"
+            return f"(void *)(tw_weights + {weight_offsets[root] + plan.view_offset(v)})"
+        return f"(void *)(tw_arena + {plan.offset(v)})"
 
     decls = "".join(f"int32_t {s}_call(void **args);\nint32_t {s}_set_num_threads(int32_t n);\n"
                     for s in sorted(set(symbols.values())))
@@ -80,10 +80,7 @@ def _model_source(module, symbols: dict[int, str], weight_offsets: dict[str, int
                      f"    if ({symbols[id(kernel)]}_call(a) != 0) return {n + 1};\n  }}\n")
     for v in g.outputs:
         if v not in produced:  # a view, input or constant: copied into the output
-            src = v
-            while src not in produced and src not in inputs and src not in weight_offsets:
-                src = next(gr.inputs[0] for gr in module._views if src in gr.outputs)
-            calls.append(f"  memcpy(outputs[{outputs[v]}], {pointer(src)}, {g.type_of(v).nbytes});\n")
+            calls.append(f"  memcpy(outputs[{outputs[v]}], {pointer(v)}, {g.type_of(v).nbytes});\n")
     first = sorted(set(symbols.values()))[0] if symbols else None
     threads = f"  {first}_set_num_threads(n);\n" if first else "  (void)n;\n"
     ins = ", ".join(str(t.size) for t in module.input_types) or "0"

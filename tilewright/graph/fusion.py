@@ -13,7 +13,8 @@ by this node only and is not a graph output:
 - a complex op always starts a group.
 A group is therefore a chain: everything but its last value is read inside it
 only, which keeps the groups acyclic. Constants are never members (they are
-group inputs). A group of reshapes only is a view (`Group.is_view`)."""
+group inputs). A group of reshapes only is a view (`Group.is_view`), and so is a
+slice or concat that `views.py` finds needs no copy: it is a group alone."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from .infer import infer_types
 from .ir import Graph, Node
 from .opset import OPS, Pattern
 from .partition import Group, Partition
+from .views import is_view_node
 
 # Injective ops that change how elements are indexed: they cannot be a pointwise epilogue.
 _NOT_ELEMENTWISE = frozenset({"reshape", "permute", "pad", "concat", "slice", "layout_transform"})
@@ -33,12 +35,15 @@ def is_elementwise(node: Node) -> bool:
 
 
 class _Chain:
-    def __init__(self, node: Node):
+    def __init__(self, node: Node, view: bool = False):
         self.nodes = [node]
         self.pattern = OPS[node.op].pattern
         self.last = node.outputs[0] if len(node.outputs) == 1 else None
+        self.view = view
 
     def accepts(self, node: Node, via: str, graph: Graph) -> bool:
+        if self.view:
+            return False
         pattern = OPS[node.op].pattern
         if pattern == Pattern.INJECTIVE:
             if self.pattern == Pattern.INJECTIVE:
@@ -85,7 +90,8 @@ def fuse(graph: Graph) -> Partition:
         if node.op == "constant":
             continue
         best, best_key = None, None
-        if OPS[node.op].pattern != Pattern.COMPLEX:
+        view = is_view_node(graph, node)
+        if OPS[node.op].pattern != Pattern.COMPLEX and not view:
             for v in dict.fromkeys(node.inputs):
                 c = chain_of.get(v)
                 if c is None or c.last != v or v in outputs or any(r is not node for r in graph.consumers(v)):
@@ -94,7 +100,7 @@ def fuse(graph: Graph) -> Partition:
                 if c.accepts(node, v, graph) and (best_key is None or key > best_key):
                     best, best_key = c, key
         if best is None:
-            best = _Chain(node)
+            best = _Chain(node, view)
             chains.append(best)
         else:
             best.add(node)
@@ -110,5 +116,5 @@ def fuse(graph: Graph) -> Partition:
         outs = tuple(v for n in c.nodes for v in n.outputs
                      if v in outputs or any(id(r) not in members for r in graph.consumers(v)))
         groups.append(Group(_name(i, c.nodes), tuple(c.nodes), inputs, outs, _anchor(c.nodes, graph),
-                            Pattern(max(OPS[n.op].pattern for n in c.nodes))))
+                            Pattern(max(OPS[n.op].pattern for n in c.nodes)), c.view))
     return Partition(graph, tuple(groups))

@@ -4,15 +4,18 @@ writes it to the last that reads it) do not overlap may share bytes. Placement
 is greedy: buffers in some order, each at the lowest 64-byte aligned offset
 that clashes with no placed buffer live at the same time; several orders are
 tried and the smallest peak kept.
-Views (groups of reshapes) alias their input and extend its lifetime; graph
-inputs, outputs and constants live outside the arena."""
+Views (groups of reshapes, contiguous slices: `views.py`) alias their input at
+a byte offset and extend its lifetime; the parts of a concat written in place
+alias its output, which lives from its first part's writer. Graph inputs,
+outputs and constants live outside the arena."""
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .partition import Partition
+from .views import concat_offsets, slice_offset
 
 ALIGN = 64
 
@@ -36,21 +39,27 @@ class Interval:
 @dataclass(frozen=True)
 class MemoryPlan:
     """`buffers`: arena values with their offsets; `aliases`: a view's value -> the
-    value whose memory it is (followed to the root); `external`: values outside the
-    arena (graph inputs, outputs, constants)."""
+    value whose memory it is (followed to the root), `view_offsets`: where in the root
+    it starts, in bytes (absent: 0); `external`: values outside the arena (graph inputs,
+    outputs, constants)."""
     buffers: dict[str, Interval]
     aliases: dict[str, str]
     external: frozenset[str]
     peak_bytes: int
     naive_bytes: int
+    view_offsets: dict[str, int] = field(default_factory=dict)
 
     def root(self, value: str) -> str:
         return self.aliases.get(value, value)
 
+    def view_offset(self, value: str) -> int:
+        """Byte offset of `value` inside its root (0 for a root or a reshape)."""
+        return self.view_offsets.get(value, 0)
+
     def offset(self, value: str) -> int | None:
-        """Byte offset of `value` (or of what it aliases) in the arena; None outside it."""
+        """Byte offset of `value` in the arena; None outside it."""
         b = self.buffers.get(self.root(value))
-        return None if b is None else b.offset
+        return None if b is None else b.offset + self.view_offset(value)
 
     def __str__(self) -> str:
         saved = 1 - self.peak_bytes / self.naive_bytes if self.naive_bytes else 0.0
@@ -59,10 +68,40 @@ class MemoryPlan:
                 f"{saved:.0%} saved)")
 
 
-def plan_memory(partition: Partition) -> MemoryPlan:
+def _view_parents(partition: Partition) -> dict[str, tuple[str, int]]:
+    """Each value a view group makes: the value whose memory it lies in, at what byte offset.
+    A concat written in place is the other way round: its parts lie in its output."""
+    graph = partition.graph
+    parent: dict[str, tuple[str, int]] = {}
+    for g in partition.groups:
+        if not g.is_view:
+            continue
+        node = g.nodes[0]
+        if g.view and node.op == "concat":
+            for v, offset in zip(node.inputs, concat_offsets(graph, node)):
+                parent[v] = (node.outputs[0], offset)
+        elif g.view:
+            parent[node.outputs[0]] = (node.inputs[0], slice_offset(graph, node))
+        else:
+            for v in g.outputs:  # a view that is also a graph output is copied out of its root at the end
+                parent[v] = (g.inputs[0], 0)
+    return parent
+
+
+def _intervals(partition: Partition) -> tuple[list[Interval], dict[str, str], dict[str, int], set[str]]:
+    """The arena buffers' lifetimes (unplaced), each view's root and byte offset in it, and
+    the values outside the arena."""
     graph = partition.graph
     external = set(graph.inputs) | set(graph.outputs) | set(graph.constants)
+    parent = _view_parents(partition)
     aliases: dict[str, str] = {}
+    offsets: dict[str, int] = {}
+    for v in parent:
+        root, offset = v, 0
+        while root in parent:
+            root, step = parent[root]
+            offset += step
+        aliases[v], offsets[v] = root, offset
     first: dict[str, int] = {}
     last: dict[str, int] = {}
     end = len(partition.groups)
@@ -70,21 +109,42 @@ def plan_memory(partition: Partition) -> MemoryPlan:
         for v in g.inputs:
             r = aliases.get(v, v)
             last[r] = max(last.get(r, i), i)
-        if g.is_view:
-            root = aliases.get(g.inputs[0], g.inputs[0])
-            for v in g.outputs:  # a view that is also a graph output is copied out of its root at the end
-                aliases[v] = root
-            continue
-        for v in g.outputs:
-            first[v] = i
+        if not g.is_view:
+            for v in g.outputs:
+                r = aliases.get(v, v)
+                first[r] = min(first.get(r, i), i)
     for v in graph.outputs:
-        r = aliases.get(v, v)
-        last[r] = end
+        last[aliases.get(v, v)] = end
     intervals = [Interval(v, _aligned(graph.type_of(v).nbytes), i, max(last.get(v, i), i))
                  for v, i in first.items() if v not in external]
+    return intervals, aliases, offsets, external
+
+
+def plan_memory(partition: Partition) -> MemoryPlan:
+    intervals, aliases, offsets, external = _intervals(partition)
     placed = _best_placement(intervals)
     buffers = {p.value: p for p in sorted(placed, key=lambda p: (p.first, p.value))}
-    return MemoryPlan(buffers, aliases, frozenset(external), _peak(placed), sum(p.nbytes for p in placed))
+    return MemoryPlan(buffers, aliases, frozenset(external), _peak(placed), sum(p.nbytes for p in placed),
+                      {v: o for v, o in offsets.items() if o})
+
+
+def live_bound(partition: Partition) -> tuple[int, tuple[str, ...]]:
+    """The most arena bytes live at one step (no plan's peak is below it) and the values
+    live at that step (the first such step)."""
+    intervals = _intervals(partition)[0]
+    live = _live_bytes(intervals)
+    if not live:
+        return 0, ()
+    step = live.index(max(live))
+    return live[step], tuple(iv.value for iv in intervals if iv.first <= step <= iv.last)
+
+
+def _live_bytes(intervals: list[Interval]) -> list[int]:
+    live = [0] * (max((iv.last for iv in intervals), default=-1) + 1)
+    for iv in intervals:
+        for i in range(iv.first, iv.last + 1):
+            live[i] += iv.nbytes
+    return live
 
 
 # Orders in which buffers are placed first; each gives a valid plan, the smallest peak wins.
@@ -107,12 +167,7 @@ def _best_placement(intervals: list[Interval]) -> list[Interval]:
     STALL_ORDERS shuffles without a gain; an order is dropped as soon as it reaches the
     best peak so far. ResNet-50's Winograd plan: largest-first 8.6 MiB, the best heuristic
     order 7.8, bound 6.9, reached by a shuffle. Deterministic: the same graph, the same plan."""
-    steps = max((iv.last for iv in intervals), default=-1) + 1
-    live = [0] * steps
-    for iv in intervals:
-        for i in range(iv.first, iv.last + 1):
-            live[i] += iv.nbytes
-    bound = max(live, default=0)
+    bound = max(_live_bytes(intervals), default=0)
     clashes = {iv.value: [o for o in intervals if o is not iv and o.overlaps_in_time(iv)] for iv in intervals}
     best = _place(intervals, _ORDERS[0], clashes, None)
     best_peak = _peak(best)

@@ -94,7 +94,7 @@ class Module:
         """Run a group's pack kernel once on its constants; the packed arrays become
         constants named '<group>.<buffer>' (exported with the weights)."""
         consts = [self._static.get(self.plan.root(v)) for v in values]
-        arrays = [None if a is None else a.reshape(self.graph.type_of(v).shape) for a, v in zip(consts, values)]
+        arrays = [None if a is None else self._at(a, v) for a, v in zip(consts, values)]
         names = tuple(f"{group}.{p.buffer.name}" for p in fill.hoisted.packs)
         for name, arr in zip(names, fill.run(arrays)):
             self.constants[name] = self._static[name] = arr
@@ -109,7 +109,13 @@ class Module:
         arr = self._static.get(root)
         if arr is None or root in self.graph.outputs or root in self.graph.inputs:
             return None
-        return arr.reshape(self.graph.type_of(value).shape)
+        return self._at(arr, value)
+
+    def _at(self, base: np.ndarray, value: str) -> np.ndarray:
+        """`value`'s array inside `base`, the array of its root (a view may start past its root's first byte)."""
+        t = self.graph.type_of(value)
+        start = self.plan.view_offset(value)
+        return base.reshape(-1).view(np.uint8)[start:start + t.nbytes].view(t.dtype).reshape(t.shape)
 
     # --- running ---
 
@@ -142,7 +148,10 @@ class Module:
             else:  # a view or constant, copied into a fresh array after the run; kernels read its root
                 outputs.append(np.empty(t.shape, t.dtype))
         for ptrs, slot, v in self._dynamic:
-            ptrs[slot] = (env[v] if v in env else env[self.plan.root(v)]).ctypes.data
+            if v in env:
+                ptrs[slot] = env[v].ctypes.data
+            else:
+                ptrs[slot] = env[self.plan.root(v)].ctypes.data + self.plan.view_offset(v)
         self._keep = env
         return env, outputs
 
@@ -180,12 +189,10 @@ class Module:
                 np.copyto(out, src.reshape(out.shape))
 
     def _lookup(self, v: str, env) -> np.ndarray:
-        g = next((g for g in self._views if v in g.outputs), None)
-        if g is not None:
-            return self._lookup(g.inputs[0], env)
         if v in env:
             return env[v]
-        return self._static[v]
+        root = self.plan.root(v)
+        return self._at(env[root] if root in env else self._static[root], v)
 
     def time(self, *arrays, number: int | None = None, repeat: int = 5) -> float:
         """Median seconds per run of the whole model (kernels back to back inside C)."""

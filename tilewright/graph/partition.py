@@ -21,11 +21,12 @@ class Group:
     outputs: tuple[str, ...]
     anchor: Node
     pattern: Pattern
+    view: bool = False  # a contiguous slice or an in-place concat (graph/views.py)
 
     @property
     def is_view(self) -> bool:
-        """A group of reshapes only: no kernel, its output aliases its input's memory."""
-        return all(n.op == "reshape" for n in self.nodes)
+        """No kernel: its output aliases memory that exists anyway (reshapes, or `view`)."""
+        return self.view or all(n.op == "reshape" for n in self.nodes)
 
 
 @dataclass(frozen=True, eq=False)

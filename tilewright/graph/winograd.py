@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ..ops.winograd import TILE, tiles, winograd_weight
 from .blocked import block_of, unpack_weight
 from .cleanup import eliminate_dead_code
+from .concat_epilogue import push_epilogues
 from .infer import infer_types, pair
 from .ir import FreshNames, Graph, Node
 
@@ -41,40 +44,72 @@ def worthwhile(graph: Graph, node: Node) -> bool:
     return min(c[1] * c[4], ob * b) >= MIN_CHANNELS and covered <= (1 + MAX_TILE_WASTE) * oh * ow
 
 
-def winograd_convs(graph: Graph, pick=worthwhile) -> Graph:
+def winograd_convs(graph: Graph, pick=worthwhile, chunks: dict[str, int] | None = None) -> Graph:
     """`graph` with every eligible convolution that `pick` chooses as winograd_input -> matmul ->
-    winograd_output (same output value, so its consumers and fusion see it as before)."""
+    winograd_output (same output value, so its consumers and fusion see it as before).
+    `chunks`: conv node name -> K > 1 splits its GEMM and output transform into K slices of its
+    output channel blocks, concatenated in place, so its products live one slice at a time
+    (`winograd_chunks.py` chooses K)."""
+    return rewrite(graph, pick, chunks or {})[0]
+
+
+def rewrite(graph: Graph, pick, chunks: dict[str, int]) -> tuple[Graph, dict[str, str]]:
+    """`winograd_convs`, and the conv node name of each products value it made."""
     names = FreshNames.of(graph)
     constants = dict(graph.constants)
     nodes: list[Node] = []
-    changed = False
+    products: dict[str, str] = {}
     for node in graph.nodes:
         if not (eligible(graph, node) and pick(graph, node)):
             nodes.append(node)
             continue
-        changed = True
         x, w, *bias = node.inputs
         out = node.outputs[0]
         u = names(f"{w}_winograd")
-        constants[u] = winograd_weight(unpack_weight(graph.constants[w]))
-        v, m = names(f"{out}_tiles"), names(f"{out}_products")
+        weight = winograd_weight(unpack_weight(graph.constants[w]))
+        v = names(f"{out}_tiles")
         n, ob, oh, ow, b = shape = graph.type_of(out).shape
-        th, tw = tiles(oh, ow)
-        whole = (n, ob, th * TILE, tw * TILE, b)  # a partial last tile would be computed shifted off the h % 4
-        # grid (bound.required_region keeps a tile inside its tensor) and its selects would not fold:
-        # whole tiles are written instead, and a slice keeps the output
-        y = out if whole == shape else names(f"{out}_whole_tiles")
-        nodes += [Node("constant", (), (u,), name=u),
-                  Node("winograd_input", (x,), (v,), {"padding": node.attr("padding", (0, 0, 0, 0))},
-                       name=names(f"{node.name}_input")),
-                  Node("matmul", (v, u), (m,), name=names(f"{node.name}_products")),
-                  Node("winograd_output", (m, *bias), (y,), {"shape": whole}, name=node.name)]
-        if y != out:
-            nodes.append(Node("slice", (y,), (out,), {"begin": (0,) * 5, "end": shape, "step": (1,) * 5},
-                              name=names(f"{node.name}_crop")))
-    if not changed:
-        return graph
-    return eliminate_dead_code(infer_types(graph.replace(nodes=nodes, constants=constants)))
+        k = chunks.get(node.name, 1) if not bias or bias[0] in graph.constants else 1
+        if ob % k:
+            raise ValueError(f"winograd: conv '{node.name}' has {ob} output channel blocks, not divisible into {k}")
+        nodes.append(Node("winograd_input", (x,), (v,), {"padding": node.attr("padding", (0, 0, 0, 0))},
+                          name=names(f"{node.name}_input")))
+        parts = []
+        for part in range(k):
+            lo, hi = part * ob // k * b, (part + 1) * ob // k * b  # output channels of this slice
+            uk = u if k == 1 else names(f"{u}_{part}")
+            constants[uk] = weight if k == 1 else np.ascontiguousarray(weight[:, :, lo:hi])
+            nodes.append(Node("constant", (), (uk,), name=uk))
+            bk = tuple(bias)
+            if bias and k > 1:
+                bk = (names(f"{bias[0]}_{part}"),)
+                constants[bk[0]] = np.ascontiguousarray(graph.constants[bias[0]][lo:hi])
+                nodes.append(Node("constant", (), bk, name=bk[0]))
+            tag = "" if k == 1 else f"_{part}"
+            m = names(f"{out}_products{tag}")
+            products[m] = node.name
+            sub = (n, (hi - lo) // b, oh, ow, b)
+            whole = (n, sub[1], tiles(oh, ow)[0] * TILE, tiles(oh, ow)[1] * TILE, b)
+            # a partial last tile would be computed shifted off the h % 4 grid (bound.required_region keeps a
+            # tile inside its tensor) and its selects would not fold: whole tiles are written, a slice crops
+            y = out if (whole, k) == (shape, 1) else names(f"{out}_whole_tiles{tag}")
+            nodes += [Node("matmul", (v, uk), (m,), name=names(f"{node.name}_products{tag}")),
+                      Node("winograd_output", (m, *bk), (y,), {"shape": whole},
+                           name=node.name if k == 1 else names(f"{node.name}{tag}"))]
+            if whole != sub:
+                cropped = out if k == 1 else names(f"{out}{tag}")
+                nodes.append(Node("slice", (y,), (cropped,), {"begin": (0,) * 5, "end": sub, "step": (1,) * 5},
+                                  name=names(f"{node.name}_crop{tag}")))
+                y = cropped
+            parts.append(y)
+        if k > 1:
+            nodes.append(Node("concat", tuple(parts), (out,), {"axis": 1}, name=names(f"{node.name}_concat")))
+    if not products:
+        return graph, products
+    graph = infer_types(graph.replace(nodes=nodes, constants=constants))
+    if chunks:
+        graph = push_epilogues(graph)
+    return eliminate_dead_code(graph), products
 
 
-__all__ = ["winograd_convs", "eligible", "worthwhile"]
+__all__ = ["winograd_convs", "rewrite", "eligible", "worthwhile"]
