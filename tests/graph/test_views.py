@@ -63,3 +63,25 @@ def test_views_run_no_kernel_and_alias_at_their_offsets(tmp_path):
     assert len(module.steps) == 3
     inputs = random_inputs(g)
     np.testing.assert_allclose(module(*inputs), run_reference(g, inputs)[0], rtol=1e-6)
+
+
+def test_epilogues_move_above_an_in_place_concat_only_where_they_broadcast():
+    from tilewright.graph.concat_epilogue import push_epilogues
+
+    b = Builder()
+    x = b.input("x", (1, 8, 4, 4))
+    params = [b.input(p, (16,)) for p in ("gamma", "beta", "mean", "var")]  # batch_norm's index axis 1
+    cat = b.op("concat", [b.op("relu", [x], "a", (1, 8, 4, 4)), b.op("neg", [x], "n", (1, 8, 4, 4))], "cat",
+               (1, 16, 4, 4), axis=1)
+    bn = b.op("batch_norm", [cat, *params], "bn", (1, 16, 4, 4))
+    g = b.graph(b.op("add", [bn, b.const("k", (16, 1, 1))], "out", (1, 16, 4, 4)))
+    assert push_epilogues(g) is g  # batch_norm stays below: its parameters do not broadcast as NumPy's
+    b2 = Builder()
+    x = b2.input("x", (1, 8, 4, 4))
+    cat = b2.op("concat", [b2.op("relu", [x], "a", (1, 8, 4, 4)), b2.op("neg", [x], "n", (1, 8, 4, 4))], "cat",
+                (1, 16, 4, 4), axis=1)
+    g2 = b2.graph(b2.op("add", [cat, b2.const("k", (16, 1, 1))], "out", (1, 16, 4, 4)))
+    pushed = push_epilogues(g2)
+    assert [n.op for n in pushed.nodes if n.op != "constant"] == ["relu", "add", "neg", "add", "concat"]
+    inputs = random_inputs(g2)
+    np.testing.assert_allclose(run_reference(pushed, inputs)[0], run_reference(g2, inputs)[0], rtol=1e-6)

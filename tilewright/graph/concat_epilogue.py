@@ -12,6 +12,7 @@ import numpy as np
 from .fusion import is_elementwise
 from .infer import infer_types
 from .ir import FreshNames, Graph, Node
+from .opset import BROADCASTING
 from .views import concat_offsets
 
 
@@ -34,6 +35,8 @@ def _push_one(graph: Graph) -> Graph | None:
         if len(readers) != 1 or not is_elementwise(readers[0]) or len(readers[0].outputs) != 1:
             continue
         e = readers[0]
+        if len(e.inputs) > 1 and e.op not in BROADCASTING:  # e.g. batch_norm: its parameters index axis 1
+            continue
         if graph.type_of(e.outputs[0]).shape != graph.type_of(out).shape:
             continue
         return _split(graph, node, e)

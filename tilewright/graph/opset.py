@@ -38,6 +38,7 @@ _UNARY = {
     "hardswish": "x * relu6(x + 3) / 6", "exp": "e^x", "sqrt": "sqrt(x)", "neg": "-x", "erf": "erf(x)",
 }
 _BINARY = ("add", "sub", "mul", "div", "maximum", "minimum", "pow")
+BROADCASTING = frozenset(_BINARY)  # binary ops whose inputs broadcast as NumPy's do
 
 _SPECS = [
     OpSpec("constant", (), {}, Pattern.OPAQUE, "a weight or other fixed array (Graph.constants)"),

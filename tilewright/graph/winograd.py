@@ -107,7 +107,7 @@ def rewrite(graph: Graph, pick, chunks: dict[str, int]) -> tuple[Graph, dict[str
     if not products:
         return graph, products
     graph = infer_types(graph.replace(nodes=nodes, constants=constants))
-    if chunks:
+    if any(k > 1 for k in chunks.values()):
         graph = push_epilogues(graph)
     return eliminate_dead_code(graph), products
 
