@@ -53,8 +53,12 @@ def winograd_convs(graph: Graph, pick=worthwhile, chunks: dict[str, int] | None 
     return rewrite(graph, pick, chunks or {})[0]
 
 
-def rewrite(graph: Graph, pick, chunks: dict[str, int]) -> tuple[Graph, dict[str, str]]:
-    """`winograd_convs`, and the conv node name of each products value it made."""
+def rewrite(graph: Graph, pick, chunks: dict[str, int],
+            transformed: dict[str, np.ndarray] | None = None) -> tuple[Graph, dict[str, str]]:
+    """`winograd_convs`, and the conv node name of each products value it made.
+    `transformed`: weight name -> its Winograd transform, filled and reused (a search that
+    rewrites the same graph many times computes each transform once)."""
+    transformed = {} if transformed is None else transformed
     names = FreshNames.of(graph)
     constants = dict(graph.constants)
     nodes: list[Node] = []
@@ -66,9 +70,12 @@ def rewrite(graph: Graph, pick, chunks: dict[str, int]) -> tuple[Graph, dict[str
         x, w, *bias = node.inputs
         out = node.outputs[0]
         u = names(f"{w}_winograd")
-        weight = winograd_weight(unpack_weight(graph.constants[w]))
+        if w not in transformed:
+            transformed[w] = winograd_weight(unpack_weight(graph.constants[w]))
+        weight = transformed[w]
         v = names(f"{out}_tiles")
         n, ob, oh, ow, b = shape = graph.type_of(out).shape
+        th, tw = tiles(oh, ow)
         k = chunks.get(node.name, 1) if not bias or bias[0] in graph.constants else 1
         if ob % k:
             raise ValueError(f"winograd: conv '{node.name}' has {ob} output channel blocks, not divisible into {k}")
@@ -89,7 +96,7 @@ def rewrite(graph: Graph, pick, chunks: dict[str, int]) -> tuple[Graph, dict[str
             m = names(f"{out}_products{tag}")
             products[m] = node.name
             sub = (n, (hi - lo) // b, oh, ow, b)
-            whole = (n, sub[1], tiles(oh, ow)[0] * TILE, tiles(oh, ow)[1] * TILE, b)
+            whole = (n, sub[1], th * TILE, tw * TILE, b)
             # a partial last tile would be computed shifted off the h % 4 grid (bound.required_region keeps a
             # tile inside its tensor) and its selects would not fold: whole tiles are written, a slice crops
             y = out if (whole, k) == (shape, 1) else names(f"{out}_whole_tiles{tag}")

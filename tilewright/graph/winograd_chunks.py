@@ -29,12 +29,17 @@ def _next_k(blocks: int, k: int) -> int | None:
 
 def chunked_winograd_convs(graph: Graph, pick=worthwhile) -> Graph:
     """`winograd.winograd_convs(graph, pick, chunks)` with the chunks chosen as above."""
+    transformed: dict = {}  # each weight's transform, computed once for every rewrite below
+
+    def attempt(chunks: dict[str, int]):
+        rewritten, products = rewrite(graph, pick, chunks, transformed)
+        return rewritten, products, *live_bound(fuse(rewritten))
+
     chunks: dict[str, int] = {}
-    current, products = rewrite(graph, pick, chunks)
+    current, products, bound, live = attempt(chunks)
     if not products:
         return current
     blocks = {n.name: graph.type_of(n.outputs[0]).shape[1] for n in graph.nodes if n.name in products.values()}
-    bound, live = live_bound(fuse(current))
     best = (bound, chunks)
     for _ in range(MAX_ROUNDS):
         raised = dict(chunks)
@@ -45,23 +50,21 @@ def chunked_winograd_convs(graph: Graph, pick=worthwhile) -> Graph:
         if raised == chunks:
             break
         chunks = raised
-        current, products = rewrite(graph, pick, chunks)
-        bound, live = live_bound(fuse(current))
+        _, products, bound, live = attempt(chunks)
         if bound < (1 - MIN_GAIN) * best[0]:
             best = (bound, chunks)
-    return rewrite(graph, pick, _trimmed(graph, pick, *best, blocks))[0]
+    return attempt(_trimmed(attempt, *best, blocks))[0]
 
 
-def _trimmed(graph: Graph, pick, bound: int, chunks: dict[str, int], blocks: dict[str, int]) -> dict[str, int]:
+def _trimmed(attempt, bound: int, chunks: dict[str, int], blocks: dict[str, int]) -> dict[str, int]:
     """`chunks` with each K lowered back to the previous divisor while the bound stays within
     MIN_GAIN of `bound`: the search raises every conv at the bound, some further than needed."""
     chunks = dict(chunks)
     for conv in sorted(chunks, key=lambda c: -chunks[c]):
         while chunks[conv] > 1:
-            k = chunks[conv]
-            lower = max(d for d in range(1, k) if blocks[conv] % d == 0)
+            lower = max(d for d in range(1, chunks[conv]) if blocks[conv] % d == 0)
             trial = {**chunks, conv: lower}
-            if live_bound(fuse(rewrite(graph, pick, trial)[0]))[0] > (1 + MIN_GAIN) * bound:
+            if attempt(trial)[2] > (1 + MIN_GAIN) * bound:
                 break
             chunks = trial
     return chunks
