@@ -27,6 +27,8 @@ UNITS = {  # (features, execution units)
     "avx2": (ISA_FEATURES["avx2"], dict(fma_units=2, fma_bits=256, load_bits=256)),  # Zen 3, Skylake client
     "avx512": (ISA_FEATURES["avx512"], dict(fma_units=2, fma_bits=512, load_bits=512)),  # Xeon, 2 FMA units
     "avx512dp": (ISA_FEATURES["avx512"], dict(fma_units=2, fma_bits=256, load_bits=256)),  # Zen 4: two halves
+    # Zen 1: 256-bit vectors on 128-bit units, FMA latency 5
+    "avx2half": (ISA_FEATURES["avx2"], dict(fma_units=2, fma_bits=128, load_bits=128, fma_latency=5)),
 }
 CACHES = {
     "small": (((1, "Data", 32 * 1024), (2, "Unified", 512 * 1024)), 8),
@@ -128,3 +130,23 @@ def test_depthwise_with_a_channel_multiplier_vectorizes_along_its_width(defaults
         if key.endswith("/depthwise"):
             vec, tile = _tile(space, plan, p)
             assert vec == "w" and (6 % tile.get("o", 1) == 0 or tile.get("o", 1) % 6 == 0), (key, str(p))
+
+
+def test_split_fmas_wait_a_cycle_longer_per_accumulator_chain():
+    """Zen 1 runs a 256-bit FMA as two 128-bit halves: 7 accumulators, balanced against the chain
+    latency (5 + slack 2) on paper, measured 1.25-1.36x slower than 10-12 (MobileNet-v2's 7x7 1x1
+    convs), so such a target models one more cycle per chain; a target with 256-bit units not."""
+    from tilewright.space.cpu_tiles import FMA_LATENCY_SLACK, SPLIT_FMA_SLACK, step_cost
+
+    tensors = suite_program("R50", "l4_reduce")  # 1x1 conv at 7x7, vectorized along h*w
+    cycles = {}
+    for isa in ("avx2half", "avx2"):
+        t = target(isa, 4, "small")
+        t = Target(**{**t.__dict__, "fma_latency": 5})  # the same latency on both
+        space, plan = cpu_space(tensors[-1:], t)
+        names = [lp.name for lp in plan.main.spatial]
+        vpos, rows = names.index("hw"), names.index("o")
+        lane_fmas, cycles[isa], accumulators, _, _ = step_cost(plan, vpos, 8, 1, {vpos: 8, rows: 7})
+        assert accumulators == 7 and lane_fmas == 56
+    assert cycles["avx2"] == 5 + FMA_LATENCY_SLACK
+    assert cycles["avx2half"] == 5 + FMA_LATENCY_SLACK + SPLIT_FMA_SLACK

@@ -201,9 +201,16 @@ class Module:
         number = number or max(1, int(0.05 / once))
         return median([self._sequence.time(number) for _ in range(repeat)])
 
-    def kernel_times(self, *arrays, repeat: int = 3) -> list[float]:
-        """Seconds per call of each step's kernel, on the bound buffers."""
+    def kernel_times(self, *arrays, repeat: int = 3, in_place: bool = False) -> list[float]:
+        """Seconds per call of each step's kernel, on the bound buffers: each kernel run alone
+        on warm caches, or with `in_place` timed inside whole runs of the model back to back
+        (caches as the kernels before it leave them), the median of `repeat` sets of runs."""
         self._bind(arrays)
+        if in_place:
+            once = max(self._sequence.time(1), 1e-7)
+            number = max(1, int(0.05 / once))
+            sets = [self._sequence.profile(number) for _ in range(repeat)]
+            return [median(ts) for ts in zip(*sets)]
         times = []
         for kernel, ptrs in zip(self._step_kernels, self._sequence.args):
             once = max(kernel._lib.tw_time(ptrs, 1), 1e-7)

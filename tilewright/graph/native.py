@@ -37,6 +37,21 @@ double tw_time_all(int32_t n, tw_kernel_fn *fns, void ***args, int32_t number) {
   return ((double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec)) / number;
 }
 
+/* Adds to seconds[i] the time of kernel i summed over `number` runs of the whole
+   sequence back to back: each kernel timed where it runs in the model, caches as the
+   kernels before it left them. */
+void tw_profile_all(int32_t n, tw_kernel_fn *fns, void ***args, int32_t number, double *seconds) {
+  struct timespec t0, t1;
+  for (int32_t r = 0; r < number; ++r) {
+    for (int32_t i = 0; i < n; ++i) {
+      clock_gettime(CLOCK_MONOTONIC, &t0);
+      fns[i](args[i]);
+      clock_gettime(CLOCK_MONOTONIC, &t1);
+      seconds[i] += (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    }
+  }
+}
+
 int32_t tw_noop(void **args) { (void)args; return 0; }
 """
 
@@ -50,6 +65,9 @@ def _runner(target: Target) -> ctypes.CDLL:
     lib.tw_run_all.argtypes = [ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p]
     lib.tw_time_all.restype = ctypes.c_double
     lib.tw_time_all.argtypes = [ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32]
+    lib.tw_profile_all.restype = None
+    lib.tw_profile_all.argtypes = [ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32,
+                                   ctypes.c_void_p]
     lib.tw_noop.restype = ctypes.c_int32
     lib.tw_noop.argtypes = [_PP]
     return lib
@@ -77,6 +95,13 @@ class Sequence:
 
     def time(self, number: int) -> float:
         return self.lib.tw_time_all(self.n, self._fns, self._argv, int(number))
+
+
+    def profile(self, number: int) -> list[float]:
+        """Seconds per run of each kernel, timed in place over `number` runs back to back."""
+        seconds = (ctypes.c_double * max(self.n, 1))()
+        self.lib.tw_profile_all(self.n, self._fns, self._argv, int(number), seconds)
+        return [s / number for s in seconds[:self.n]]
 
 
 def dispatch_overhead(target: Target, calls: int = 2000) -> dict[str, float]:

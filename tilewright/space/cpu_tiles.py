@@ -42,6 +42,11 @@ from .space import Space
 # Cycles an accumulator chain waits beyond the FMA's datasheet latency (its operand loads, the
 # loop around it); fitted on Zen 3 (latency 4, 2 FMAs per cycle): 12 accumulators beat 8 to 10.
 FMA_LATENCY_SLACK = 2
+# ... and per extra half where a vector FMA runs as halves on narrower units. Measured on Zen 1
+# (256-bit FMAs on two 128-bit units, latency 5), MobileNet-v2's 320 -> 1280 1x1 conv at 7x7 in
+# NCHW8c: 7 pixels x 1 vector (7 accumulators, modelled as balanced at slack 2) ran 1.25-1.36x slower
+# than 5 x 2, 3 x 4 or 6 x 2 (10-12 accumulators).
+SPLIT_FMA_SLACK = 1
 # Registers a compiler needs free to share operands across the copies of an unrolled reduce loop (a
 # 3-tap window's overlapping input broadcasts); with fewer the tile stays rolled (Stage.no_unroll).
 # Measured: 8-accumulator conv tiles ran 1.3x faster unrolled, 12-accumulator ones 1.1-1.3x rolled.
@@ -132,7 +137,9 @@ def step_cost(plan: CpuPlan, vpos: int, width: int, nvec: int, tile: dict[int, i
         load_cycles += 2 * lane_fmas / target.loads_per_cycle(bits)
     permute_ops = 1 if target.has("avx512f") else 2  # vpermt2ps, or two permutes and a blend on AVX2
     fp_cycles = fma_cycles + permutes * permute_ops / target.fmas_per_cycle(vec_bits)
-    cycles = max(fp_cycles, load_cycles, target.fma_latency + FMA_LATENCY_SLACK)
+    halves = math.ceil(vec_bits / target.fma_bits) if vector else 1
+    latency = target.fma_latency + FMA_LATENCY_SLACK + SPLIT_FMA_SLACK * (halves - 1)
+    cycles = max(fp_cycles, load_cycles, latency)
     accumulators = 0 if spilled else points
     return lane_fmas, cycles, accumulators, operand_regs, reads_total
 
