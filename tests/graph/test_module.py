@@ -77,6 +77,8 @@ def test_input_validation_and_summary():
     assert module.time(x, number=2, repeat=2) > 0
     text = module.summary(x)
     assert "dispatch per kernel" in text and "peak" in text
+    alone, in_place = module.kernel_times(x), module.kernel_times(x, in_place=True)
+    assert len(alone) == len(in_place) == len(module.steps) and min(alone + in_place) > 0
     o = module.dispatch_overhead()
     assert 0 < o["native_s"] < o["python_s"]
 
