@@ -1,0 +1,111 @@
+"""One model's kernels beside ONNX Runtime's nodes, layer by layer, in one process: our
+kernels timed in place (`Module.kernel_times(in_place=True)`: inside whole runs back to
+back, caches as the kernels before each left them), ONNX Runtime's from its own profiler
+(`enable_profiling`, node medians; the profiler slows it a little). Nodes are matched to
+our kernels in order by output channels and spatial size; layers ONNX Runtime fuses away
+or we do (layout transforms, reshapes) show without a partner. Both whole-model times
+come first, in alternating rounds (bench/timing.py).
+
+Run: python benchmarks/model_side_by_side.py mobilenet_v2 --records tuned.db
+     (a store tuned by `tilewright bench models`; without one the untuned defaults)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+import tilewright.models as models
+from tilewright.bench.model_baselines import _clone, _quiet_exporter
+from tilewright.bench.timing import alternating_medians, median_seconds, settle
+from tilewright.graph.compile import compile as tw_compile
+
+
+def ort_session(path: Path, threads: int, profile_dir: Path | None):
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads, opts.inter_op_num_threads = threads, 1
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    if profile_dir is not None:
+        opts.enable_profiling = True
+        opts.profile_file_prefix = str(profile_dir / "profile")
+    return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+
+
+def ort_nodes(session, feed, runs: int) -> list[tuple[float, str, list[int]]]:
+    """(median seconds, op type, output shape) of each profiled node, in execution order."""
+    for _ in range(runs):
+        session.run(None, feed)
+    events = json.loads(Path(session.end_profiling()).read_text())
+    times: dict[str, list[float]] = {}
+    info = {}
+    for e in events:
+        if e.get("cat") == "Node" and e["name"].endswith("_kernel_time"):
+            name = e["name"][: -len("_kernel_time")]
+            shapes = e["args"].get("output_type_shape") or [{}]
+            info.setdefault(name, (e["args"].get("op_name", "?"), next(iter(shapes[0].values()), [])))
+            times.setdefault(name, []).append(e["dur"] * 1e-6)
+    return [(float(np.median(times[n])), *info[n]) for n in info]
+
+
+def channels_and_size(shape) -> tuple:
+    """(channels, spatial dims) of an NCHW or NCHW[x]c shape, (features,) of a 2-d one."""
+    if len(shape) == 5:
+        return shape[1] * shape[4], tuple(shape[2:4])
+    if len(shape) == 4:
+        return shape[1], tuple(shape[2:])
+    return (shape[-1],) if len(shape) == 2 else (None,)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("model", choices=sorted(models.MODELS))
+    ap.add_argument("--records", default=None, help="a records store (default: untuned defaults)")
+    ap.add_argument("--rounds", type=int, default=5)
+    args = ap.parse_args()
+    spec = models.MODELS[args.model]
+    model, example = spec.build(False), spec.example_input(False)
+    x = example.numpy()
+    with tempfile.TemporaryDirectory() as tmp:
+        records = args.records or str(Path(tmp) / "empty.db")
+        module = tw_compile(model, (example,), trials=0, records=records, progress=False)
+        threads = module.target.cores  # all cores on both sides, as `tilewright bench models`
+        path = Path(tmp) / "model.onnx"
+        with _quiet_exporter():
+            import torch
+
+            torch.onnx.export(_clone(model), (torch.from_numpy(x),), str(path), dynamo=True, verbose=False)
+        session = ort_session(path, threads, None)
+        feed = {session.get_inputs()[0].name: x}
+        whole = alternating_medians({"tilewright": lambda: module.time(x, repeat=3),
+                                     "onnxruntime": lambda: median_seconds(lambda: session.run(None, feed), repeat=3)},
+                                    rounds=args.rounds)
+        settle()
+        ours = module.kernel_times(x, in_place=True, repeat=5)
+        theirs = ort_nodes(ort_session(path, threads, Path(tmp)), feed, runs=40)
+    print(f"{args.model}: whole model {whole['tilewright'] * 1e3:.2f} ms ours, {whole['onnxruntime'] * 1e3:.2f} ms "
+          f"ONNX Runtime ({whole['onnxruntime'] / whole['tilewright']:.2f}x); kernels in place sum to "
+          f"{sum(ours) * 1e3:.2f} ms, ONNX Runtime's profiled nodes to {sum(t for t, _, _ in theirs) * 1e3:.2f} ms")
+    print(f"{'ours us':>9} {'ORT us':>9} {'diff':>8}  group (ops) -> output")
+    j = 0
+    for seconds, step in zip(ours, module.steps):
+        shape = module.graph.type_of(step.group.outputs[0]).shape
+        key = channels_and_size(shape)
+        partner = next((k for k in range(j, min(j + 4, len(theirs))) if channels_and_size(theirs[k][2]) == key), None)
+        ops = "+".join(n.op for n in step.group.nodes)
+        if partner is None:
+            print(f"{seconds * 1e6:9.1f} {'':>9} {'':>8}  {step.group.name} ({ops}) -> {list(shape)}")
+            continue
+        j = partner + 1
+        other = theirs[partner][0]
+        print(f"{seconds * 1e6:9.1f} {other * 1e6:9.1f} {(seconds - other) * 1e6:+8.1f}  {step.group.name} ({ops}) "
+              f"-> {list(shape)}  [{theirs[partner][1]}]")
+
+
+if __name__ == "__main__":
+    main()
