@@ -4,7 +4,8 @@ back, caches as the kernels before each left them), ONNX Runtime's from its own 
 (`enable_profiling`, node medians; the profiler slows it a little). Nodes are matched to
 our kernels in order by output channels and spatial size; layers ONNX Runtime fuses away
 or we do (layout transforms, reshapes) show without a partner. Both whole-model times
-come first, in alternating rounds (bench/timing.py).
+come first, in alternating rounds (bench/timing.py), after both outputs are checked
+against PyTorch eager.
 
 Run: python benchmarks/model_side_by_side.py mobilenet_v2 --records tuned.db
      (a store tuned by `tilewright bench models`; without one the untuned defaults)
@@ -18,23 +19,13 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+import torch
 
 import tilewright.models as models
-from tilewright.bench.model_baselines import _clone, _quiet_exporter
+from tilewright.bench.model_baselines import export_onnx, ort_session
+from tilewright.bench.models import check_output
 from tilewright.bench.timing import alternating_medians, median_seconds, settle
 from tilewright.graph.compile import compile as tw_compile
-
-
-def ort_session(path: Path, threads: int, profile_dir: Path | None):
-    import onnxruntime as ort
-
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads, opts.inter_op_num_threads = threads, 1
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    if profile_dir is not None:
-        opts.enable_profiling = True
-        opts.profile_file_prefix = str(profile_dir / "profile")
-    return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
 
 
 def ort_nodes(session, feed, runs: int) -> list[tuple[float, str, list[int]]]:
@@ -76,18 +67,19 @@ def main() -> None:
         module = tw_compile(model, (example,), trials=0, records=records, progress=False)
         threads = module.target.cores  # all cores on both sides, as `tilewright bench models`
         path = Path(tmp) / "model.onnx"
-        with _quiet_exporter():
-            import torch
-
-            torch.onnx.export(_clone(model), (torch.from_numpy(x),), str(path), dynamo=True, verbose=False)
-        session = ort_session(path, threads, None)
+        export_onnx(model, x, path)
+        session = ort_session(path, threads)
         feed = {session.get_inputs()[0].name: x}
+        with torch.no_grad():
+            want = model(example).numpy()
+        for side, got in (("tilewright", module(x)), ("onnxruntime", session.run(None, feed)[0])):
+            check_output(side, got, want)
         whole = alternating_medians({"tilewright": lambda: module.time(x, repeat=3),
                                      "onnxruntime": lambda: median_seconds(lambda: session.run(None, feed), repeat=3)},
                                     rounds=args.rounds)
         settle()
         ours = module.kernel_times(x, in_place=True, repeat=5)
-        theirs = ort_nodes(ort_session(path, threads, Path(tmp)), feed, runs=40)
+        theirs = ort_nodes(ort_session(path, threads, str(Path(tmp) / "profile")), feed, runs=40)
     print(f"{args.model}: whole model {whole['tilewright'] * 1e3:.2f} ms ours, {whole['onnxruntime'] * 1e3:.2f} ms "
           f"ONNX Runtime ({whole['onnxruntime'] / whole['tilewright']:.2f}x); kernels in place sum to "
           f"{sum(ours) * 1e3:.2f} ms, ONNX Runtime's profiled nodes to {sum(t for t, _, _ in theirs) * 1e3:.2f} ms")

@@ -8,6 +8,7 @@ and review the diff of golden/default_points.json."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -142,7 +143,7 @@ def test_split_fmas_wait_a_cycle_longer_per_accumulator_chain():
     cycles = {}
     for isa in ("avx2half", "avx2"):
         t = target(isa, 4, "small")
-        t = Target(**{**t.__dict__, "fma_latency": 5})  # the same latency on both
+        t = dataclasses.replace(t, fma_latency=5)  # the same latency on both
         space, plan = cpu_space(tensors[-1:], t)
         names = [lp.name for lp in plan.main.spatial]
         vpos, rows = names.index("hw"), names.index("o")

@@ -81,22 +81,17 @@ def inductor(model, x: np.ndarray) -> Baseline:
 
 def onnxruntime(model, x: np.ndarray, threads: int) -> Baseline:
     try:
-        import onnxruntime as ort
-        import torch
+        import onnxruntime  # noqa: F401
+        import torch  # noqa: F401
     except ImportError as exc:
         return Baseline("onnxruntime", None, note=f"not installed ({exc.name})")
     path = Path(tempfile.mkdtemp(prefix="tw_ort_")) / "model.onnx"
     start = time.perf_counter()
     try:
-        with _quiet_exporter():
-            torch.onnx.export(_clone(model), (torch.from_numpy(x),), str(path), dynamo=True, verbose=False)
+        export_onnx(model, x, path)
     except Exception as exc:
         return Baseline("onnxruntime", None, note=f"torch.onnx.export failed: {type(exc).__name__}: {str(exc)[:200]}")
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = threads
-    opts.inter_op_num_threads = 1
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+    session = ort_session(path, threads)
     import shutil
 
     shutil.rmtree(path.parent, ignore_errors=True)  # the session holds the model; a ResNet-50 file is ~100 MB
@@ -105,6 +100,29 @@ def onnxruntime(model, x: np.ndarray, threads: int) -> Baseline:
     out = session.run(None, feed)[0]
     setup = time.perf_counter() - start
     return Baseline("onnxruntime", lambda: session.run(None, feed), np.asarray(out), setup)
+
+
+def export_onnx(model, x: np.ndarray, path: Path) -> None:
+    """`model` on input `x` as an ONNX file (torch.onnx's dynamo exporter, on a copy of the model)."""
+    import torch
+
+    with _quiet_exporter():
+        torch.onnx.export(_clone(model), (torch.from_numpy(x),), str(path), dynamo=True, verbose=False)
+
+
+def ort_session(path: Path, threads: int, profile_prefix: str | None = None):
+    """The ONNX Runtime session the benchmark times: CPU provider, all graph optimizations,
+    `threads` intra-op threads; with `profile_prefix`, its node profiler on."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    if profile_prefix is not None:
+        opts.enable_profiling = True
+        opts.profile_file_prefix = profile_prefix
+    return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
 
 
 @contextlib.contextmanager

@@ -57,7 +57,8 @@ class ModelResult:
         return best[1] / self.ours_s if best and self.ours_s else None
 
 
-def _check(name: str, got: np.ndarray, want: np.ndarray) -> float:
+def check_output(name: str, got: np.ndarray, want: np.ndarray) -> float:
+    """The largest absolute error of `got` against PyTorch eager's `want`; AssertionError beyond tolerance."""
     got = np.asarray(got)
     if got.shape != want.shape:
         raise AssertionError(f"{name}: output shape {list(got.shape)} differs from PyTorch eager's {list(want.shape)}")
@@ -91,7 +92,7 @@ def run_model(name: str, trials: int, threads: int, records: Records, reduced: b
     row.tasks = len(module.tasks)
     row.new_trials, row.reused_records = module.tuning["trials"], module.tuning["reused"]
     out = module(x)
-    row.max_abs_error = _check(f"tilewright {name}", out[0] if isinstance(out, list) else out, want)
+    row.max_abs_error = check_output(f"tilewright {name}", out[0] if isinstance(out, list) else out, want)
     row.peak_bytes = module.peak_bytes
     row.torch_peak_bytes = torch_peak_activation_bytes(model, x)
     sides = {"ours": lambda: median_seconds(lambda: module(x), repeat=REPEAT)}
@@ -107,7 +108,7 @@ def run_model(name: str, trials: int, threads: int, records: Records, reduced: b
             row.notes[b.name] = b.note
             continue
         try:
-            _check(b.name, b.output, want)
+            check_output(b.name, b.output, want)
         except AssertionError as exc:
             row.notes[b.name] = str(exc)
             continue

@@ -196,10 +196,13 @@ class Module:
 
     def time(self, *arrays, number: int | None = None, repeat: int = 5) -> float:
         """Median seconds per run of the whole model (kernels back to back inside C)."""
-        env, outputs = self._bind(arrays)
-        once = max(self._sequence.time(1), 1e-7)
-        number = number or max(1, int(0.05 / once))
+        self._bind(arrays)
+        number = number or self._runs_per_timing()
         return median([self._sequence.time(number) for _ in range(repeat)])
+
+    def _runs_per_timing(self, seconds: float = 0.05) -> int:
+        """Whole runs of the model that one timing averages over: enough to last `seconds`."""
+        return max(1, int(seconds / max(self._sequence.time(1), 1e-7)))
 
     def kernel_times(self, *arrays, repeat: int = 3, in_place: bool = False) -> list[float]:
         """Seconds per call of each step's kernel, on the bound buffers: each kernel run alone
@@ -207,8 +210,7 @@ class Module:
         (caches as the kernels before it leave them), the median of `repeat` sets of runs."""
         self._bind(arrays)
         if in_place:
-            once = max(self._sequence.time(1), 1e-7)
-            number = max(1, int(0.05 / once))
+            number = self._runs_per_timing()
             sets = [self._sequence.profile(number) for _ in range(repeat)]
             return [median(ts) for ts in zip(*sets)]
         times = []

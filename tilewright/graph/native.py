@@ -18,6 +18,10 @@ RUNNER_SOURCE = r"""
 #include <time.h>
 typedef int32_t (*tw_kernel_fn)(void **);
 
+static double tw_seconds(const struct timespec *t0, const struct timespec *t1) {
+  return (double)(t1->tv_sec - t0->tv_sec) + 1e-9 * (double)(t1->tv_nsec - t0->tv_nsec);
+}
+
 /* 0 on success, else 1 + the index of the kernel that failed. */
 int32_t tw_run_all(int32_t n, tw_kernel_fn *fns, void ***args) {
   for (int32_t i = 0; i < n; ++i) {
@@ -34,7 +38,7 @@ double tw_time_all(int32_t n, tw_kernel_fn *fns, void ***args, int32_t number) {
     for (int32_t i = 0; i < n; ++i) fns[i](args[i]);
   }
   clock_gettime(CLOCK_MONOTONIC, &t1);
-  return ((double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec)) / number;
+  return tw_seconds(&t0, &t1) / number;
 }
 
 /* Adds to seconds[i] the time of kernel i summed over `number` runs of the whole
@@ -47,7 +51,7 @@ void tw_profile_all(int32_t n, tw_kernel_fn *fns, void ***args, int32_t number, 
       clock_gettime(CLOCK_MONOTONIC, &t0);
       fns[i](args[i]);
       clock_gettime(CLOCK_MONOTONIC, &t1);
-      seconds[i] += (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+      seconds[i] += tw_seconds(&t0, &t1);
     }
   }
 }
@@ -95,7 +99,6 @@ class Sequence:
 
     def time(self, number: int) -> float:
         return self.lib.tw_time_all(self.n, self._fns, self._argv, int(number))
-
 
     def profile(self, number: int) -> list[float]:
         """Seconds per run of each kernel, timed in place over `number` runs back to back."""
