@@ -669,10 +669,10 @@ def test_softmax_schedule(rng):
     X = tw.placeholder((4, 10), "float32", name="X")
     Y = tw.ops.softmax(X, dim=1, name="sm")
     s = tw.create_schedule(Y)
-    assert [st.name for st in s.stages] == ["sm_max", "sm_sum", "sm"]
+    assert [st.name for st in s.stages] == ["sm_max", "sm_exp", "sm_sum", "sm"]
     row = Y.op.axis[0]
-    s["sm_max"].compute_at(s[Y], row)  # read by sm_sum and sm: both run inside the row loop
-    s["sm_sum"].compute_at(s[Y], row)
+    for stage in ("sm_max", "sm_exp", "sm_sum"):  # each read by the next: all run inside the row loop
+        s[stage].compute_at(s[Y], row)
     s[Y].parallel(row)
     s[Y].vectorize(Y.op.axis[1])
     check_kernel(s, [X, Y], rng, rtol=1e-5, atol=1e-6)

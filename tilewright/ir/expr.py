@@ -240,10 +240,19 @@ class Combiner:
         return self.identity.dtype
 
     @property
-    def is_sum(self) -> bool:
-        """`lhs + rhs`: partial sums may be kept apart and added later (lane sums)."""
+    def lane_op(self) -> BinOp | None:
+        """ADD, MAX or MIN when the result is `lhs op rhs`: partial results may be kept
+        apart per vector lane and combined later (lower/lane_reductions.py); None otherwise."""
         r = self.result
-        return isinstance(r, Binary) and r.op is BinOp.ADD and {id(r.a), id(r.b)} == {id(self.lhs), id(self.rhs)}
+        if isinstance(r, Binary) and r.op in (BinOp.ADD, BinOp.MAX, BinOp.MIN) \
+                and {id(r.a), id(r.b)} == {id(self.lhs), id(self.rhs)}:
+            return r.op
+        return None
+
+    @property
+    def is_sum(self) -> bool:
+        """`lhs + rhs`."""
+        return self.lane_op is BinOp.ADD
 
 
 @dataclass(frozen=True, eq=False, repr=False)

@@ -10,7 +10,7 @@ from .accumulators import promote_accumulators
 from .barriers import insert_barriers
 from .bounds_check import check_bounds
 from .flatten import flatten
-from .lane_sums import lane_sums
+from .lane_reductions import lane_reductions
 from .partition import partition
 from .registers import RegisterFile, host_register_file, promote_registers
 from .simplify_stmt import simplify_stmt
@@ -33,7 +33,7 @@ def run_passes(func, zero_boxes: dict | None = None, registers: RegisterFile | N
     body = simplify_stmt(body) or Seq(())
     body = unroll(body)
     body = simplify_stmt(body) or Seq(())
-    body = lane_sums(body)
+    body = lane_reductions(body)
     body = vectorize(body, vector_bytes=registers.vector_bytes)  # strip-mined at the target's width
     body = promote_accumulators(body, registers)  # after unroll/vectorize: accesses have their final shape
     body = insert_barriers(body)

@@ -1,8 +1,9 @@
 """softmax / log_softmax along one dim, batch_norm (inference) and layer_norm.
 
-Reductions are whole stages, so each operator is a short pipeline:
-softmax is `{name}_max` (max along dim), `{name}_sum` (sum of exp(x - max)) and
-the normalizing stage; subtracting the max keeps exp from overflowing.
+Reductions are whole stages, so each operator is a short pipeline: softmax is
+`{name}_max` (max along dim), `{name}_exp` (exp(x - max)), `{name}_sum` and the
+normalizing stage; log_softmax sums exp(x - max) directly. Subtracting the max
+keeps exp from overflowing.
 """
 
 from __future__ import annotations
@@ -25,27 +26,33 @@ def _insert(idx: tuple, dim: int, value) -> tuple:
     return idx[:dim] + (value,) + idx[dim:]
 
 
-def _max_and_expsum(op: str, x: Tensor, dim, name: str) -> tuple[int, Tensor, Tensor]:
+def _row_max(op: str, x: Tensor, dim, name: str) -> tuple[int, Tensor]:
+    """The normalized dim and `{name}_max`, the max along it (subtracting it keeps exp from overflowing)."""
     require_float(x, op)
     if x.ndim == 0:
         raise ShapeError(f"{op}: input '{x.name}' is 0-d; it needs a dimension to normalize over")
     d = normalize_dim(dim, x.ndim, op)
-    shape = _drop(x.shape, d)
-    r1, r2 = reduce_axis(x.shape[d], "r"), reduce_axis(x.shape[d], "r")
-    mx = compute(shape, lambda *idx: max_of(x[_insert(idx, d, r1)], axis=r1), name=f"{name}_max")
-    total = compute(shape, lambda *idx: sum_of(exp(x[_insert(idx, d, r2)] - mx[idx]), axis=r2), name=f"{name}_sum")
-    return d, mx, total
+    r = reduce_axis(x.shape[d], "r")
+    return d, compute(_drop(x.shape, d), lambda *idx: max_of(x[_insert(idx, d, r)], axis=r), name=f"{name}_max")
 
 
 def softmax(x: Tensor, dim: int, *, name: str = "softmax") -> Tensor:
-    """exp(x - max) / sum(exp(x - max)) along `dim`."""
-    d, mx, total = _max_and_expsum("softmax", x, dim, name)
-    return compute(x.shape, lambda *idx: exp(x[idx] - mx[_drop(idx, d)]) / total[_drop(idx, d)], name=name)
+    """exp(x - max) / sum(exp(x - max)) along `dim`. Stages `{name}_max`, `{name}_exp`
+    (kept, so each element's exp is computed once) and `{name}_sum`; the last stage
+    multiplies by the sum's reciprocal (one division per row, within an ulp of dividing)."""
+    d, mx = _row_max("softmax", x, dim, name)
+    e = compute(x.shape, lambda *idx: exp(x[idx] - mx[_drop(idx, d)]), name=f"{name}_exp")
+    r = reduce_axis(x.shape[d], "r")
+    total = compute(mx.shape, lambda *idx: sum_of(e[_insert(idx, d, r)], axis=r), name=f"{name}_sum")
+    return compute(x.shape, lambda *idx: e[idx] * (1.0 / total[_drop(idx, d)]), name=name)
 
 
 def log_softmax(x: Tensor, dim: int, *, name: str = "log_softmax") -> Tensor:
     """x - max - log(sum(exp(x - max))) along `dim`."""
-    d, mx, total = _max_and_expsum("log_softmax", x, dim, name)
+    d, mx = _row_max("log_softmax", x, dim, name)
+    r = reduce_axis(x.shape[d], "r")
+    total = compute(_drop(x.shape, d), lambda *idx: sum_of(exp(x[_insert(idx, d, r)] - mx[idx]), axis=r),
+                    name=f"{name}_sum")
     return compute(x.shape, lambda *idx: x[idx] - mx[_drop(idx, d)] - log(total[_drop(idx, d)]), name=name)
 
 

@@ -211,24 +211,31 @@ class Stage:
         """Turn the innermost loop `axis` into SIMD vector operations."""
         self._annotate(axis, ForKind.VECTORIZED, "vectorize")
 
+    def vectorize_reduce(self, axis: IterVar) -> None:
+        """Vectorize the innermost loop `axis` of a sum's, max's or min's reduction: each
+        lane keeps a partial result across the loop around it (unrolled loops between
+        them are fine), combined after it (lower/lane_reductions.py). Floating-point
+        sums are reassociated, as in any vectorized sum; max and min are exact."""
+        self._vectorize_reduce(axis, "vectorize_reduce", lambda c: c.lane_op is not None, "a sum, max or min")
+
     def vectorize_sum(self, axis: IterVar) -> None:
-        """Vectorize the innermost loop `axis` of a sum's reduction: each lane
-        keeps a partial sum across the loop around it (unrolled loops between
-        them are fine), added up after it (lower/lane_sums.py). Floating-point
-        sums are reassociated, as in any vectorized sum."""
+        """`vectorize_reduce` restricted to sums."""
+        self._vectorize_reduce(axis, "vectorize_sum", lambda c: c.is_sum, "a sum")
+
+    def _vectorize_reduce(self, axis: IterVar, prim: str, accepts, what: str) -> None:
         from ..ir.expr import Reduce
 
-        leaf = self._leaf(axis, "vectorize_sum")
-        self._check_unbound(leaf, "vectorize_sum")
+        leaf = self._leaf(axis, prim)
+        self._check_unbound(leaf, prim)
         body = self.op.body if hasattr(self.op, "body") else None
         if leaf.kind is not AxisKind.REDUCE:
-            raise ScheduleError(f"stage '{self.name}': vectorize_sum takes a reduce loop; '{leaf.name}' is spatial "
+            raise ScheduleError(f"stage '{self.name}': {prim} takes a reduce loop; '{leaf.name}' is spatial "
                                 f"(use vectorize)")
-        if not (isinstance(body, Reduce) and body.combiner.is_sum):
-            raise ScheduleError(f"stage '{self.name}': vectorize_sum needs a sum; this stage reduces with "
+        if not (isinstance(body, Reduce) and accepts(body.combiner)):
+            raise ScheduleError(f"stage '{self.name}': {prim} needs {what}; this stage reduces with "
                                 f"'{getattr(getattr(body, 'combiner', None), 'name', '?')}'")
         self.loop_kinds[id(leaf)] = ForKind.VECTORIZED
-        self._record("vectorize_sum", axis=leaf.name)
+        self._record(prim, axis=leaf.name)
 
     def unroll(self, axis: IterVar) -> None:
         """Replicate the body of `axis` once per iteration in the generated code."""

@@ -128,7 +128,7 @@ def _apply(s, step: Step) -> None:
         st.fuse(*[_axis(st, n) for n in a["axes"]])
     elif p == "reorder":
         st.reorder(*[_axis(st, n) for n in a["axes"]])
-    elif p in ("parallel", "vectorize", "vectorize_sum", "unroll", "no_unroll"):
+    elif p in ("parallel", "vectorize", "vectorize_sum", "vectorize_reduce", "unroll", "no_unroll"):
         getattr(st, p)(_axis(st, a["axis"]))
     elif p == "bind":
         from .thread_axis import thread_axis

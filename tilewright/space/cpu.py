@@ -47,6 +47,7 @@ from .cpu_plan import (
     CpuPlan,
     dispatch_periods,
     indexing_dims,
+    lane_reduce_axis,
     lane_reduce_loop,
     main_loads,
     make_plan,
@@ -263,7 +264,7 @@ def apply_cpu(outputs, plan: CpuPlan, point: Point) -> Schedule:
         r1s = [r1s[i] for i in perm if i < len(r1s)]
     inside = REDUCE_INNER[option(point, "reduce_inner", 0)] == "inside_rows"
     if lane_reduce:  # lanes of the innermost reduce loop innermost, under unrolled rows; lowering keeps
-        # one vector of partial sums per row across the loop around the rows (lower/lane_sums.py)
+        # one vector of partial sums per row across the loop around the rows (lower/lane_reductions.py)
         r1s.remove(lane_parent)
         lo, lanes = M.split(lane_parent, factor=plan.lanes)
         order = r0s + mids + r1s + [lo] + rows + [lanes]
@@ -316,15 +317,21 @@ def _parallel_root(stage, cores: int, lanes: int) -> None:
     """Run a root stage on every core: its leading loops fused until they hold a few
     iterations per core (a batch-1 padding copy's first loop has one); its innermost
     loop vectorized when the rest is a copy (a padding copy's rows: the lowering
-    splits off the border, whose select picks zero, and the interior is a plain copy)."""
+    splits off the border, whose select picks zero, and the interior is a plain copy),
+    or when it is a reduction that reads contiguously along it (a softmax's row max:
+    one vector of partial maxima per row, lower/lane_reductions.py)."""
+    leaves = list(stage.leaf_iter_vars)
     loops = []
-    for a in stage.leaf_iter_vars:  # the leading run of spatial loops (fuse needs them adjacent)
+    for a in leaves:  # the leading run of spatial loops (fuse needs them adjacent)
         if a.kind.value != "spatial":
             break
         loops.append(a)
+    reduce_axis = lane_reduce_axis(stage.op, lanes)
+    if reduce_axis is not None and leaves and leaves[-1] is reduce_axis:
+        stage.vectorize_reduce(stage.split(reduce_axis, factor=lanes)[1])
     if not loops:
         return
-    copy = len(loops) == len(stage.leaf_iter_vars)
+    copy = len(loops) == len(leaves)
     n, work = 1, loops[0].extent
     while n < len(loops) and work < 4 * cores:
         work *= loops[n].extent

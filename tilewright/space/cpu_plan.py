@@ -109,27 +109,49 @@ def lane_reduce_loop(plan: CpuPlan):
     loop indexes has it alone, at unit stride, in its last dimension, so each
     lane keeps a partial sum of contiguous elements; None otherwise."""
     from ..ir.expr import Reduce
-    from ..ir.traverse import free_vars
 
     body = plan.main.tensor.op.body
     if (plan.lanes < 4 or not plan.main.reduce or not isinstance(body, Reduce) or body.condition is not None
             or not body.combiner.is_sum):
         return None
     loop = plan.main.reduce[-1]
-    axis = plan.main.tensor.op.reduce_axis[-1]
     if loop.extent % plan.lanes:
         return None
+    loads = [n for t in plan.main.inputs for n in main_loads(plan, t)]
+    return loop if contiguous_along(loads, plan.main.tensor.op.reduce_axis[-1]) else None
+
+
+def lane_reduce_axis(op, lanes: int):
+    """A reduction stage's innermost reduce axis when a vector of `lanes` can run along
+    it (`Stage.vectorize_reduce`): a sum, max or min without a condition, the extent a
+    multiple of `lanes`, every load that the axis indexes contiguous along it; None otherwise."""
+    from ..ir.expr import Load, Reduce
+    from ..ir.traverse import walk
+
+    body = getattr(op, "body", None)
+    if lanes < 4 or not isinstance(body, Reduce) or body.condition is not None or body.combiner.lane_op is None:
+        return None
+    axis = op.reduce_axis[-1]
+    if not isinstance(axis.extent, int) or axis.extent % lanes:
+        return None
+    loads = [n for n in walk(body.source) if isinstance(n, Load)]
+    return axis if contiguous_along(loads, axis) else None
+
+
+def contiguous_along(loads, axis) -> bool:
+    """Every load that `axis` indexes has it alone, at unit stride, in its last dimension; at least one does."""
+    from ..ir.traverse import free_vars
+
     hits = 0
-    for t in plan.main.inputs:
-        for n in main_loads(plan, t):
-            *head, last = n.indices
-            if any(axis in free_vars(i) for i in head):
-                return None
-            if last is axis:
-                hits += 1
-            elif axis in free_vars(last):
-                return None
-    return loop if hits else None
+    for n in loads:
+        *head, last = n.indices
+        if any(axis in free_vars(i) for i in head):
+            return False
+        if last is axis:
+            hits += 1
+        elif axis in free_vars(last):
+            return False
+    return hits > 0
 
 
 def indexing_dims(plan: CpuPlan, tensor, pos: int) -> set[int]:

@@ -1,21 +1,24 @@
-"""Lane sums: a sum whose vectorized loop runs along its own reduction.
+"""Lane reductions: a sum, max or min whose vectorized loop runs along its own reduction.
 
-The schedule (the CPU space's `vec_reduce`) puts the lanes of a reduce loop
-innermost under a loop `L` of the same reduction:
+The schedule (`Stage.vectorize_reduce`; the CPU space's `vec_reduce`, and its reductions
+outside the register tile) puts the lanes of a reduce loop innermost under a loop `L` of
+the same reduction:
 
-    for L:  for lane (vectorized):  acc[i] = acc[i] + e     (acc[i] the same for every lane)
+    for L:  for lane (vectorized):  acc[i] = acc[i] op e     (acc[i] the same for every lane)
 
-No lane may store there alone, so after this pass each such statement keeps
-a vector of partial sums, one per lane, across all of `L`, and adds its lanes
-into `acc[i]` once after it:
+No lane may store there alone, so after this pass each such statement keeps a vector
+of partial results, one per lane, across all of `L`, starting from the operator's
+identity, and combines its lanes into `acc[i]` once after it:
 
-    sums[0:lanes] = 0;  for L: sums[0:lanes] += e[lanes];  acc[i] += sums[0] + ... + sums[lanes-1]
+    part[0:lanes] = id;  for L: part[0:lanes] = part op e[lanes];  acc[i] = acc[i] op part[0] op ...
 
-`sums` is a local buffer at constant offsets, so the C backend keeps it in
-registers. The order of the additions changes (as in any vectorized sum)."""
+`part` is a local buffer at constant offsets, so the C backend keeps it in registers.
+A sum's additions change order (as in any vectorized sum); max and min are exact
+(a NaN still wins: the vector max/min keep NaN as the scalar ones do)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 from ..ir import arith
@@ -24,8 +27,10 @@ from ..ir.stmt import Allocate, Buffer, For, ForKind, Scope, Seq, Stmt, Store, s
 from ..ir.stmt_functor import map_stmt
 from ..ir.traverse import free_vars, structural_key, substitute, walk
 
+LANE_OPS = (BinOp.ADD, BinOp.MAX, BinOp.MIN)
 
-def lane_sums(stmt: Stmt) -> Stmt:
+
+def lane_reductions(stmt: Stmt) -> Stmt:
     counter = [0]
 
     def fs(s: Stmt):
@@ -42,8 +47,8 @@ def lane_sums(stmt: Stmt) -> Stmt:
 
 
 def _match(s: Stmt, outer: Var):
-    """(lane loop, store, summand) when `s` is `for lane: acc[i] = acc[i] + e` with
-    `i` free of the lane and of `outer`, and `e` not reading acc."""
+    """(lane loop, store, operand) when `s` is `for lane: acc[i] = acc[i] op e` (op in
+    LANE_OPS) with `i` free of the lane and of `outer`, and `e` not reading acc."""
     if not (isinstance(s, For) and s.kind is ForKind.VECTORIZED and isinstance(s.begin, Const)
             and s.begin.value == 0 and isinstance(s.extent, Const) and isinstance(s.body, Store)):
         return None
@@ -55,7 +60,7 @@ def _match(s: Stmt, outer: Var):
     if any(v is s.var or v is outer for v in free_vars(index)):
         return None
     v = st.value
-    if not (isinstance(v, Binary) and v.op is BinOp.ADD):
+    if not (isinstance(v, Binary) and v.op in LANE_OPS):
         return None
     key = structural_key(index)
     for acc, e in ((v.a, v.b), (v.b, v.a)):
@@ -66,25 +71,34 @@ def _match(s: Stmt, outer: Var):
     return None
 
 
+def _identity(op: BinOp, dtype) -> Const:
+    if op is BinOp.ADD:
+        return arith.const(0, dtype)
+    if dtype.is_float:
+        return arith.const(-math.inf if op is BinOp.MAX else math.inf, dtype)
+    low, high = dtype.int_range
+    return arith.const(low if op is BinOp.MAX else high, dtype)
+
+
 def _rewrite(loop: For, matches: list, n: int) -> Stmt:
     lanes = int(matches[0][0].extent.value)
     first = matches[0][1].buffer
-    if any(int(m[0].extent.value) != lanes or m[1].buffer.dtype != first.dtype for m in matches):
+    if not (first.dtype.is_float or first.dtype.is_int) \
+            or any(int(m[0].extent.value) != lanes or m[1].buffer.dtype != first.dtype for m in matches):
         return loop  # left to the vectorizer, which runs it serially
-    sums = Buffer(f"{first.name}_lanes{n}", (len(matches) * lanes,), first.dtype, Scope.LOCAL)
+    parts = Buffer(f"{first.name}_lanes{n}", (len(matches) * lanes,), first.dtype, Scope.LOCAL)
     init, body, finish = [], [], []
     for j, (lane_loop, st, e) in enumerate(matches):
+        op = st.value.op
         lane = lane_loop.var
         at = arith.binary(BinOp.ADD, arith.const(j * lanes, lane.dtype), lane)
         fresh = Var(f"{lane.name}_init", lane.dtype)
         init.append(replace(lane_loop, var=fresh, body=Store(
-            sums, (substitute(at, {lane: fresh}),), arith.const(0, first.dtype))))
+            parts, (substitute(at, {lane: fresh}),), _identity(op, first.dtype))))
         body.append(replace(lane_loop, body=Store(
-            sums, (at,), arith.binary(BinOp.ADD, Load(sums, (at,), first.dtype), e))))
+            parts, (at,), arith.binary(op, Load(parts, (at,), first.dtype), e))))
         total: Expr = Load(st.buffer, st.indices, st.buffer.dtype)
         for k in range(lanes):
-            total = arith.binary(BinOp.ADD, total, Load(sums, (arith.const(j * lanes + k, lane.dtype),),
-                                                        first.dtype))
+            total = arith.binary(op, total, Load(parts, (arith.const(j * lanes + k, lane.dtype),), first.dtype))
         finish.append(Store(st.buffer, st.indices, total))
-    return Allocate(sums, seq(*init, replace(loop, body=seq(*body)), *finish))
-
+    return Allocate(parts, seq(*init, replace(loop, body=seq(*body)), *finish))
