@@ -371,3 +371,19 @@ def test_packing_cost_counts_only_transposing_copies():
         o = next(n for n, lp in enumerate(plan.main.spatial) if lp.name == "o")
         assert any(t is w for t in plan.main.inputs)  # the main node reads w itself
         assert (pack_cycles(plan, w, {}, o, 16) > 0) == charged
+
+
+def test_a_reshape_then_permute_is_one_copy():
+    """Neither node does arithmetic: the last (the permute) is the main node and the reshape its
+    producer, inlined by default, so the default copies once (no intermediate buffer)."""
+    x = tw.placeholder((1, 16, 96), "float32", name="x")
+    y = tw.ops.permute(tw.ops.reshape(x, (1, 16, 3, 32)), (0, 2, 1, 3))
+    space, plan = cpu_space([y], AVX2)
+    assert plan.main.tensor is y and [p.name for p in plan.producers] == ["reshape"]
+    s = apply_cpu([y], plan, default_point(space, plan))
+    assert "allocate reshape" not in str(tw.lower(s, [x, y]))  # register tiles only
+    if host_runs(AVX2):
+        a = np.random.default_rng(0).standard_normal(x.shape).astype("float32")
+        out = np.empty(y.shape, "float32")
+        tw.build(s, [x, y], target=AVX2)(a, out)
+        np.testing.assert_array_equal(out, a.reshape(1, 16, 3, 32).transpose(0, 2, 1, 3))

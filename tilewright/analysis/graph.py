@@ -71,8 +71,10 @@ class MiniGraph:
 
     @property
     def main(self) -> Node:
-        """The node doing most of the arithmetic (what a schedule must get right)."""
-        return max(self.nodes, key=lambda n: (n.flops, not n.injective))
+        """The node doing most of the arithmetic (what a schedule must get right); among
+        nodes without arithmetic (a reshape then a permute), the last: the earlier ones
+        are then its producers, which a space may inline instead of copying twice."""
+        return max(enumerate(self.nodes), key=lambda p: (p[1].flops, not p[1].injective, p[0]))[1]
 
     @property
     def flops(self) -> int:
