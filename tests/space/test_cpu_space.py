@@ -11,7 +11,7 @@ from tilewright.ir.stmt import Store
 from tilewright.ir.stmt_functor import walk_stmt
 from tilewright.space import apply_cpu, cpu_space, default_point, heuristic_points
 from tilewright.space.cpu import pack_repeats
-from tilewright.space.cpu_knobs import PACK
+from tilewright.space.cpu_knobs import PACK, PLACE
 
 
 def gemm(n=24, m=40, k=18):
@@ -387,3 +387,16 @@ def test_a_reshape_then_permute_is_one_copy():
         out = np.empty(y.shape, "float32")
         tw.build(s, [x, y], target=AVX2)(a, out)
         np.testing.assert_array_equal(out, a.reshape(1, 16, 3, 32).transpose(0, 2, 1, 3))
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_depthwise_padding_is_inlined_and_a_dense_convs_copied(stride):
+    """A depthwise conv reads each padded element at most 9 times (3x3 window): the default
+    inlines its padding; a dense conv reads it 9 x 8 / stride^2 times per element or more: copied once."""
+    x = tw.placeholder((1, 8, 12, 12), "float32", name="x")
+    dw = tw.ops.depthwise_conv2d(x, tw.placeholder((8, 1, 3, 3), "float32", name="w"), stride=stride, padding=1)
+    dense = tw.ops.conv2d(x, tw.placeholder((8, 8, 3, 3), "float32", name="w"), stride=stride, padding=1)
+    for y, want in ((dw, "inline"), (dense, "root")):
+        space, plan = cpu_space([y], AVX2)
+        (key,) = [k for k in space.knobs if k.startswith("place.")]
+        assert PLACE[dict(default_point(space, plan).values)[key]] == want

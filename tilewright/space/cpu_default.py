@@ -143,8 +143,10 @@ def _point_for_tile(space: Space, plan: CpuPlan, tile: Tile, blocked: bool = Fal
 # A producer (padding) that the main node reads at most this often per element is inlined: a
 # guarded load per read costs less than writing a padded copy and reading it back. Measured on the
 # Zen 1 host (3x3 windows, stride 2: 2.25 reads): ResNet's stem max pool 296 -> 196 us without its
-# 3.1 MiB copy, MobileNet-v2's stride-2 depthwise convs 734 -> 193 and 35 -> 14 us.
-INLINE_READS = 4
+# 3.1 MiB copy, MobileNet-v2's stride-2 depthwise convs 734 -> 193 and 35 -> 14 us; its stride-1
+# depthwise convs (9 reads) 232 -> 197 and 281 -> 222 us. A dense conv reads its padding at least
+# 9 x (output channels) / stride^2 times per element; inlined, ResNet-18's ran 1.3-3x slower.
+INLINE_READS = 9
 
 
 def _placement(plan: CpuPlan, producer) -> int:
