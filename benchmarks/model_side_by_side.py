@@ -2,10 +2,10 @@
 kernels timed in place (`Module.kernel_times(in_place=True)`: inside whole runs back to
 back, caches as the kernels before each left them), ONNX Runtime's from its own profiler
 (`enable_profiling`, node medians; the profiler slows it a little). Nodes are matched to
-our kernels in order by output channels and spatial size; layers ONNX Runtime fuses away
-or we do (layout transforms, reshapes) show without a partner. Both whole-model times
-come first, in alternating rounds (bench/timing.py), after both outputs are checked
-against PyTorch eager.
+our kernels in order by output channels and spatial size (features for 2-d and 3-d
+outputs); layers ONNX Runtime fuses away or we do (layout transforms, reshapes) show
+without a partner, ONNX Runtime's at the end. Both whole-model times come first, in
+alternating rounds (bench/timing.py), after both outputs are checked against PyTorch eager.
 
 Run: python benchmarks/model_side_by_side.py mobilenet_v2 --records tuned.db
      (a store tuned by `tilewright bench models`; without one the untuned defaults)
@@ -45,12 +45,13 @@ def ort_nodes(session, feed, runs: int) -> list[tuple[float, str, list[int]]]:
 
 
 def channels_and_size(shape) -> tuple:
-    """(channels, spatial dims) of an NCHW or NCHW[x]c shape, (features,) of a 2-d one."""
+    """(channels, spatial dims) of an NCHW or NCHW[x]c shape, (features,) of a 2-d or 3-d one
+    (a dense layer's output, with or without its batch dim)."""
     if len(shape) == 5:
         return shape[1] * shape[4], tuple(shape[2:4])
     if len(shape) == 4:
         return shape[1], tuple(shape[2:])
-    return (shape[-1],) if len(shape) == 2 else (None,)
+    return (shape[-1],) if len(shape) in (2, 3) else (None,)
 
 
 def main() -> None:
@@ -84,7 +85,7 @@ def main() -> None:
           f"ONNX Runtime ({whole['onnxruntime'] / whole['tilewright']:.2f}x); kernels in place sum to "
           f"{sum(ours) * 1e3:.2f} ms, ONNX Runtime's profiled nodes to {sum(t for t, _, _ in theirs) * 1e3:.2f} ms")
     print(f"{'ours us':>9} {'ORT us':>9} {'diff':>8}  group (ops) -> output")
-    j = 0
+    j, matched = 0, set()
     for seconds, step in zip(ours, module.steps):
         shape = module.graph.type_of(step.group.outputs[0]).shape
         key = channels_and_size(shape)
@@ -94,9 +95,15 @@ def main() -> None:
             print(f"{seconds * 1e6:9.1f} {'':>9} {'':>8}  {step.group.name} ({ops}) -> {list(shape)}")
             continue
         j = partner + 1
+        matched.add(partner)
         other = theirs[partner][0]
         print(f"{seconds * 1e6:9.1f} {other * 1e6:9.1f} {(seconds - other) * 1e6:+8.1f}  {step.group.name} ({ops}) "
               f"-> {list(shape)}  [{theirs[partner][1]}]")
+    rest = [theirs[k] for k in range(len(theirs)) if k not in matched]
+    if rest:  # what ONNX Runtime runs that no kernel of ours was matched to (its own fusions, reshapes)
+        print(f"ONNX Runtime nodes without a partner: {sum(t for t, _, _ in rest) * 1e6:.1f} us in all")
+        for seconds, op, shape in rest:
+            print(f"{'':>9} {seconds * 1e6:9.1f} {'':>8}  {op} -> {list(shape)}")
 
 
 if __name__ == "__main__":

@@ -121,6 +121,22 @@ def sched_conv(args, outs):
     return s
 
 
+def max_program():
+    A = tw.placeholder((6, 32), "float32", name="A")
+    r = tw.reduce_axis(32, name="r")
+    M = tw.compute((6,), lambda i: tw.max(A[i, r], axis=r), name="M")
+    return [A, M], [M]
+
+
+def sched_vectorize_reduce(args, outs):
+    (M,) = outs
+    s = tw.create_schedule(M)
+    ro, ri = s[M].split(M.op.reduce_axis[0], factor=8)
+    s[M].vectorize_reduce(ri)
+    s[M].parallel(M.op.axis[0])
+    return s
+
+
 def sched_chain(args, outs):
     (Q,) = outs
     s = tw.create_schedule(Q)
@@ -142,6 +158,7 @@ CASES = {
     "rfactor_inner": (sum_program, sched_rfactor_inner),
     "conv": (conv_program, sched_conv),
     "chain": (chain_program, sched_chain),
+    "vectorize_reduce": (max_program, sched_vectorize_reduce),
 }
 
 
