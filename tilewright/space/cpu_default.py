@@ -66,7 +66,7 @@ def _lane_sum_point(space: Space, plan: CpuPlan) -> Point | None:
     r = lane_reduce_loop(plan)
     if "vec_reduce" not in space.knobs or r is None:
         return None
-    flops = plan.graph.flops
+    flops = plan.main.flops  # the main node's own use of its operands, not its epilogue's or other stages'
     reuse = min(flops / 2 / math.prod(t.shape) for t in plan.main.inputs
                 if any(n.indices[-1] is plan.main.tensor.op.reduce_axis[-1] for n in main_loads(plan, t)))
     if reuse > 2:
