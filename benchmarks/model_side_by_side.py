@@ -2,10 +2,11 @@
 kernels timed in place (`Module.kernel_times(in_place=True)`: inside whole runs back to
 back, caches as the kernels before each left them), ONNX Runtime's from its own profiler
 (`enable_profiling`, node medians; the profiler slows it a little). Nodes are matched to
-our kernels in order by output channels and spatial size (features for 2-d and 3-d
-outputs); layers ONNX Runtime fuses away or we do (layout transforms, reshapes) show
-without a partner, ONNX Runtime's at the end. Both whole-model times come first, in
-alternating rounds (bench/timing.py), after both outputs are checked against PyTorch eager.
+our kernels in order by output channels and spatial size (features for 2-d outputs;
+3-d ones are not matched); layers ONNX Runtime fuses away or we do (layout transforms,
+reshapes) show without a partner, ONNX Runtime's at the end. Both whole-model times come
+first, in alternating rounds (bench/timing.py), after both outputs are checked against
+PyTorch eager.
 
 Run: python benchmarks/model_side_by_side.py mobilenet_v2 --records tuned.db
      (a store tuned by `tilewright bench models`; without one the untuned defaults)
@@ -44,14 +45,19 @@ def ort_nodes(session, feed, runs: int) -> list[tuple[float, str, list[int]]]:
     return [(float(np.median(times[n])), *info[n]) for n in info]
 
 
+# ONNX Runtime nodes that only relabel a buffer: never partners
+VIEW_OPS = {"Reshape", "Flatten", "Squeeze", "Unsqueeze"}
+
+
 def channels_and_size(shape) -> tuple:
-    """(channels, spatial dims) of an NCHW or NCHW[x]c shape, (features,) of a 2-d or 3-d one
-    (a dense layer's output, with or without its batch dim)."""
+    """(channels, spatial dims) of an NCHW or NCHW[x]c shape, (features,) of a 2-d one; None
+    otherwise (a transformer's 3-d outputs: every dense layer has the same features, and ONNX
+    Runtime runs them in another order, so those are listed apart rather than matched)."""
     if len(shape) == 5:
         return shape[1] * shape[4], tuple(shape[2:4])
     if len(shape) == 4:
         return shape[1], tuple(shape[2:])
-    return (shape[-1],) if len(shape) in (2, 3) else (None,)
+    return (shape[-1],) if len(shape) == 2 else None
 
 
 def main() -> None:
@@ -89,7 +95,8 @@ def main() -> None:
     for seconds, step in zip(ours, module.steps):
         shape = module.graph.type_of(step.group.outputs[0]).shape
         key = channels_and_size(shape)
-        partner = next((k for k in range(j, min(j + 4, len(theirs))) if channels_and_size(theirs[k][2]) == key), None)
+        window = [k for k in range(j, len(theirs)) if theirs[k][1] not in VIEW_OPS][:4]
+        partner = next((k for k in window if key is not None and channels_and_size(theirs[k][2]) == key), None)
         ops = "+".join(n.op for n in step.group.nodes)
         if partner is None:
             print(f"{seconds * 1e6:9.1f} {'':>9} {'':>8}  {step.group.name} ({ops}) -> {list(shape)}")
