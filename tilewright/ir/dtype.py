@@ -74,6 +74,20 @@ class DType:
         raise DTypeError(f"{self.name} is not an integer dtype")
 
     @property
+    def lowest(self):
+        """The least value (max's identity): -inf for floats, the minimum for integers, False for bool."""
+        if self.is_bool:
+            return False
+        return self.int_range[0] if self.is_int else -np.inf
+
+    @property
+    def highest(self):
+        """The greatest value (min's identity): inf for floats, the maximum for integers, True for bool."""
+        if self.is_bool:
+            return True
+        return self.int_range[1] if self.is_int else np.inf
+
+    @property
     def numpy(self) -> np.dtype:
         """NumPy storage dtype. bfloat16 has none in NumPy: it is carried in float32
         arrays whose values are exactly representable in bfloat16."""

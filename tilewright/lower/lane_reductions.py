@@ -18,7 +18,6 @@ A sum's additions change order (as in any vectorized sum); max and min are exact
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 
 from ..ir import arith
@@ -72,19 +71,13 @@ def _match(s: Stmt, outer: Var):
 
 
 def _identity(op: BinOp, dtype) -> Const:
-    if op is BinOp.ADD:
-        return arith.const(0, dtype)
-    if dtype.is_float:
-        return arith.const(-math.inf if op is BinOp.MAX else math.inf, dtype)
-    low, high = dtype.int_range
-    return arith.const(low if op is BinOp.MAX else high, dtype)
+    return arith.const({BinOp.ADD: 0, BinOp.MAX: dtype.lowest, BinOp.MIN: dtype.highest}[op], dtype)
 
 
 def _rewrite(loop: For, matches: list, n: int) -> Stmt:
     lanes = int(matches[0][0].extent.value)
     first = matches[0][1].buffer
-    if not (first.dtype.is_float or first.dtype.is_int) \
-            or any(int(m[0].extent.value) != lanes or m[1].buffer.dtype != first.dtype for m in matches):
+    if first.dtype.is_bool or any(int(m[0].extent.value) != lanes or m[1].buffer.dtype != first.dtype for m in matches):
         return loop  # left to the vectorizer, which runs it serially
     parts = Buffer(f"{first.name}_lanes{n}", (len(matches) * lanes,), first.dtype, Scope.LOCAL)
     init, body, finish = [], [], []

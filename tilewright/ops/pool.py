@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from ..errors import ShapeError
 from ..te import all as all_of
 from ..te import cast, compute, if_then_else, reduce_axis
@@ -97,16 +95,12 @@ def _params(op: str, x: Tensor, kernel_size, stride, padding, dilation, ceil_mod
     return k, s, p, d, out, after
 
 
-def _lowest(x: Tensor):
-    return x.dtype.int_range[0] if x.dtype.is_int else -np.inf
-
-
 def max_pool2d(x: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False, *,
                name: str = "max_pool2d") -> Tensor:
     """torch.nn.functional.max_pool2d (without return_indices); any numeric dtype."""
     k, s, p, d, out, after = _params("max_pool2d", x, kernel_size, stride, padding, dilation, ceil_mode)
     lead = _lead(x)
-    xp = pad_axes(x, *_pads(x, p, after), _lowest(x), name=f"{name}_pad")
+    xp = pad_axes(x, *_pads(x, p, after), x.dtype.lowest, name=f"{name}_pad")
     rh, rw = reduce_axis(k[0], "rh"), reduce_axis(k[1], "rw")
 
     def body(*idx):

@@ -9,8 +9,6 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 
-import numpy as np
-
 from ..errors import ExprError
 from ..ir import arith
 from ..ir.dtype import DType
@@ -77,22 +75,6 @@ def _is_axis_list(axis) -> bool:
     return isinstance(axis, (list, tuple)) and all(isinstance(a, IterVar) for a in axis) and len(axis) > 0
 
 
-def _lowest(dtype: DType):
-    if dtype.is_int:
-        return dtype.int_range[0]
-    if dtype.is_bool:
-        return False
-    return -np.inf
-
-
-def _highest(dtype: DType):
-    if dtype.is_int:
-        return dtype.int_range[1]
-    if dtype.is_bool:
-        return True
-    return np.inf
-
-
 def comm_reducer(fcombine: Callable, fidentity: Callable[[DType], object], name: str = "reduce") -> Reducer:
     """Declare a reducer: `fcombine(x, y)` must be commutative and associative and
     `fidentity(dtype)` its neutral element, e.g.
@@ -101,5 +83,5 @@ def comm_reducer(fcombine: Callable, fidentity: Callable[[DType], object], name:
 
 
 sum = Reducer("sum", lambda x, y: arith.binary(BinOp.ADD, x, y), lambda t: 0)  # noqa: A001
-max = Reducer("max", lambda x, y: arith.binary(BinOp.MAX, x, y), _lowest)  # noqa: A001
-min = Reducer("min", lambda x, y: arith.binary(BinOp.MIN, x, y), _highest)  # noqa: A001
+max = Reducer("max", lambda x, y: arith.binary(BinOp.MAX, x, y), lambda t: t.lowest)  # noqa: A001
+min = Reducer("min", lambda x, y: arith.binary(BinOp.MIN, x, y), lambda t: t.highest)  # noqa: A001
