@@ -51,7 +51,7 @@ def log_softmax(x: Tensor, dim: int, *, name: str = "log_softmax") -> Tensor:
     """x - max - log(sum(exp(x - max))) along `dim`."""
     d, mx = _row_max("log_softmax", x, dim, name)
     r = reduce_axis(x.shape[d], "r")
-    total = compute(_drop(x.shape, d), lambda *idx: sum_of(exp(x[_insert(idx, d, r)] - mx[idx]), axis=r),
+    total = compute(mx.shape, lambda *idx: sum_of(exp(x[_insert(idx, d, r)] - mx[idx]), axis=r),
                     name=f"{name}_sum")
     return compute(x.shape, lambda *idx: x[idx] - mx[_drop(idx, d)] - log(total[_drop(idx, d)]), name=name)
 

@@ -107,18 +107,11 @@ def lane_reduce_loop(plan: CpuPlan):
     """The main node's innermost reduce loop when it can carry the vector
     instead of a spatial loop (a GEMV's k): a sum whose every operand that the
     loop indexes has it alone, at unit stride, in its last dimension, so each
-    lane keeps a partial sum of contiguous elements; None otherwise."""
-    from ..ir.expr import Reduce
-
-    body = plan.main.tensor.op.body
-    if (plan.lanes < 4 or not plan.main.reduce or not isinstance(body, Reduce) or body.condition is not None
-            or not body.combiner.is_sum):
+    lane keeps a partial sum of contiguous elements (`lane_reduce_axis`); None otherwise."""
+    op = plan.main.tensor.op
+    if lane_reduce_axis(op, plan.lanes) is None or not op.body.combiner.is_sum:
         return None
-    loop = plan.main.reduce[-1]
-    if loop.extent % plan.lanes:
-        return None
-    loads = [n for t in plan.main.inputs for n in main_loads(plan, t)]
-    return loop if contiguous_along(loads, plan.main.tensor.op.reduce_axis[-1]) else None
+    return plan.main.reduce[-1]
 
 
 def lane_reduce_axis(op, lanes: int):
