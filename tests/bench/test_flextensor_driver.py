@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from tilewright.bench.report import geomean, network_row, summary, tables
+from tilewright.bench.report import _tuning, geomean, network_row, summary, tables, tuning_spread
 from tilewright.cli import main
 
 
@@ -47,15 +47,31 @@ def test_geomean_and_table_goals():
     class Row:
         op, case, flops, bytes, tilewright_s, torch_s, torch_layout = "DEP", "mbv2_dw_0", 2e9, 1e6, 1e-3, 1.5e-3, "NCHW"
         speedup, count, default_s, method, direct_s = 1.5, 1, 1.2e-3, "direct", None
+        tuning_s, winograd_tuning_s, tuned_trials = 95.4, None, 100
 
     text = "\n".join(tables([Row()], peak=100.0))
     assert "1.50x" in text and "goal >= 2.0: NOT met" in text
     assert "within 1.3x of the tuned kernel: 1/1" in text
+    assert text.splitlines()[4].endswith("| 1.50x | 95 |")  # the case's search seconds
+
+
+def test_tuning_seconds_add_the_winograd_layers_and_say_when_records_served():
+    class Row:
+        tuned_trials = 100
+        tuning_s, winograd_tuning_s = 60.0, 40.0
+
+    reused = Row()
+    reused.tuned_trials, reused.tuning_s, reused.winograd_tuning_s = 0, None, None
+    fast = Row()
+    fast.tuning_s, fast.winograd_tuning_s = 30.0, None
+    assert _tuning(Row()) == "60 (+40)" and _tuning(reused) == "reused"
+    assert tuning_spread([Row(), fast, reused]) == "30 / 100"  # the lower median and the max of 100 and 30 s
 
 
 def _layer(case, ours, torch, count, default):
     class Row:
         op, flops, bytes, torch_layout, method, direct_s = "R50", 1e9, 1e6, "NCHW", "direct", None
+        tuning_s, winograd_tuning_s, tuned_trials = None, None, 0
     r = Row()
     r.case, r.tilewright_s, r.torch_s, r.count, r.default_s = case, ours, torch, count, default
     r.speedup = torch / ours

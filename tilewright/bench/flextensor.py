@@ -61,6 +61,8 @@ class CaseResult:
     count: int = 1  # occurrences in its network (ResNet-50 layers), 1 elsewhere
     method: str = "direct"  # the faster of ours: the direct te kernel or the compiled Winograd layer
     direct_s: float | None = None  # the tuned direct kernel, when the Winograd layer was timed beside it
+    tuning_s: float | None = None  # wall time of the direct kernel's search (compiles and measurements)
+    winograd_tuning_s: float | None = None  # the compiled Winograd layer's, when it was tuned too
 
     @property
     def speedup(self) -> float | None:
@@ -123,7 +125,9 @@ def run_case(op: str, case: str, trials: int, threads: int, records: Records, me
     tensors = suite_program(op, case)
     target = bench_target(threads, isa)
     outputs = tensors[-1:]
+    started = time.perf_counter()
     kernel, errors, tuned = tuned_kernel(tensors, target, records, trials, method, seed, progress, reuse)
+    spent = {"direct": time.perf_counter() - started if tuned else None}
     default = build_kernel(tensors, target=target)  # no records active: the untuned default
     kernel = kernel or default
     rng = np.random.default_rng(seed)
@@ -148,7 +152,7 @@ def run_case(op: str, case: str, trials: int, threads: int, records: Records, me
              "default": lambda: default.time(*ins, got, repeat=KERNEL_REPEAT).median}
     if winograd and op in CONV_SUITES:
         c = suite_case(op, case)
-        sides.update(_winograd_sides(op, c, ins, want, target, trials, records, baselines, seed))
+        sides.update(_winograd_sides(op, c, ins, want, target, trials, records, baselines, seed, spent))
     sides.update({name: (lambda fn=fn: median_seconds(fn, repeat=KERNEL_REPEAT)) for name, fn in baselines.items()})
     times = alternating_medians(sides)
     direct_s, wino_s = times["ours"], times.pop("winograd", None)
@@ -161,7 +165,8 @@ def run_case(op: str, case: str, trials: int, threads: int, records: Records, me
                      errors=errors, numpy_s=times.pop("numpy", None),
                      count=int(suite_case(op, case).get("count_in_network", 1)),
                      method="winograd" if wino_s is not None and wino_s < direct_s else "direct",
-                     direct_s=direct_s if wino_s is not None else None)
+                     direct_s=direct_s if wino_s is not None else None, tuning_s=spent["direct"],
+                     winograd_tuning_s=spent.get("winograd"))
     for name, t in times.items():
         if row.torch_s is None or t < row.torch_s:
             row.torch_s, row.torch_layout = t, name.split(":", 1)[1]
@@ -169,16 +174,20 @@ def run_case(op: str, case: str, trials: int, threads: int, records: Records, me
 
 
 def _winograd_sides(op: str, c: dict, ins, want, target, trials: int, records: Records, baselines: dict,
-                    seed: int) -> dict:
+                    seed: int, spent: dict | None = None) -> dict:
     """For a layer the compiler's Winograd rule takes: the tuned and the untuned compiled layer as timed
     sides (each checked against the reference first), and PyTorch with prepacked weights among the
-    baselines, since the compiled layer prepares its weights once."""
+    baselines, since the compiled layer prepares its weights once. `spent["winograd"]`: its tuning's
+    wall time."""
     w = ins[1]
     if not winograd_takes(c, w, target):
         return {}
     with tempfile.TemporaryDirectory() as tmp:  # no records: the untuned default
         default = compiled_layer(c, w, target, 0, Records(Path(tmp) / "none.db"))
+    started = time.perf_counter()
     tuned = compiled_layer(c, w, target, trials, records, seed=seed) if trials else default
+    if spent is not None and trials:
+        spent["winograd"] = time.perf_counter() - started
     for what, layer in (("Winograd", tuned), ("Winograd default", default)):
         _within_tolerance(np.asarray(layer(ins[0])), want, what, op, c["name"])
     prepacked = torch_prepacked(c, w, ins[0])

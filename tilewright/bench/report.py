@@ -11,6 +11,7 @@ import platform
 import time
 from pathlib import Path
 
+from ..stats import median
 from ..workloads import suite
 from .timing import ROUNDS
 
@@ -35,6 +36,20 @@ def _defaults_held(rows) -> str:
     return f"{sum(x <= DEFAULT_WITHIN for x in ratios)}/{len(ratios)}"
 
 
+def _tuning(r) -> str:
+    """The case's search wall time in seconds: the direct kernel's, + the Winograd layer's when tuned too."""
+    if r.tuning_s is None:
+        return "reused" if r.tuned_trials == 0 else "n/a"
+    wino = f" (+{r.winograd_tuning_s:.0f})" if r.winograd_tuning_s is not None else ""
+    return f"{r.tuning_s:.0f}{wino}"
+
+
+def tuning_spread(rows) -> str:
+    """Median and max search seconds per case (direct kernel and Winograd layer together)."""
+    spent = [r.tuning_s + (r.winograd_tuning_s or 0.0) for r in rows if r.tuning_s is not None]
+    return f"{median(spent):.0f} / {max(spent):.0f}" if spent else "n/a"
+
+
 def network_row(rows) -> tuple[float, float] | None:
     """(ours, PyTorch) count-weighted sums in seconds over rows that all have a baseline, or None
     when the rows are not a network's layer list."""
@@ -49,7 +64,7 @@ def tables(rows, peak: float) -> list[str]:
         mine = [r for r in rows if r.op == op]
         lines += [f"### {op}: {suite()[op]['full_name']}", "",
                   "| case | x | tilewright ms | GFLOP/s | % peak | default ms (x tuned) | PyTorch ms (layout) "
-                  "| PyTorch GFLOP/s | speedup |", "|---|---|---|---|---|---|---|---|---|"]
+                  "| PyTorch GFLOP/s | speedup | tuning s |", "|---|---|---|---|---|---|---|---|---|---|"]
         for r in mine:
             g = r.flops / r.tilewright_s / 1e9
             torch_ms = f"{r.torch_s * 1e3:.3f} ({r.torch_layout})" if r.torch_s else "n/a"
@@ -60,11 +75,11 @@ def tables(rows, peak: float) -> list[str]:
             case = f"{r.case} (Winograd; direct {r.direct_s * 1e3:.3f})" if wino else r.case
             pct = f"{100 * g / peak:.1f}% eff." if wino else f"{100 * g / peak:.1f}%"
             lines.append(f"| {case} | {r.count} | {r.tilewright_s * 1e3:.3f} | {g:.1f} | {pct} "
-                         f"| {dflt} | {torch_ms} | {torch_g} | {speed} |")
+                         f"| {dflt} | {torch_ms} | {torch_g} | {speed} | {_tuning(r)} |")
         net = network_row(mine)
         if net:
             lines.append(f"| network (count-weighted sum) | | {net[0] * 1e3:.3f} | | | | {net[1] * 1e3:.3f} | "
-                         f"| {net[1] / net[0]:.2f}x |")
+                         f"| {net[1] / net[0]:.2f}x | |")
         gm = geomean([r.speedup for r in mine])
         goal = GOALS.get(op)
         verdict = ""
@@ -77,14 +92,15 @@ def tables(rows, peak: float) -> list[str]:
 
 def summary(rows) -> list[str]:
     lines = ["| operator | cases | geomean speedup over PyTorch | goal | network sum speedup "
-             f"| defaults within {DEFAULT_WITHIN}x of tuned |", "|---|---|---|---|---|---|"]
+             f"| defaults within {DEFAULT_WITHIN}x of tuned | tuning s per case (median / max) |",
+             "|---|---|---|---|---|---|---|"]
     for op in dict.fromkeys(r.op for r in rows):
         mine = [r for r in rows if r.op == op]
         gm = geomean([r.speedup for r in mine])
         goal = GOALS.get(op)
         net = network_row(mine)
         lines.append(f"| {op} | {len(mine)} | {f'{gm:.2f}x' if gm else 'n/a'} | {f'>= {goal}' if goal else ''} "
-                     f"| {f'{net[1] / net[0]:.2f}x' if net else ''} | {_defaults_held(mine)} |")
+                     f"| {f'{net[1] / net[0]:.2f}x' if net else ''} | {_defaults_held(mine)} | {tuning_spread(mine)} |")
     return lines
 
 
@@ -136,7 +152,8 @@ def write(out: Path, name: str, title: str, target, rows, failures, peak, thread
             f"Winograd: there our time is the layer compiled as a model (`tw.compile`, layout NCHWc, its "
             f"weights transformed once at compile time, the layout transforms timed; the tuned direct kernel's "
             f"time beside it; its GFLOP/s count the direct convolution's FLOPs, an effective rate), and PyTorch's "
-            f"variants include its prepacked-weight path (TorchScript freeze + optimize_for_inference).", ""]
+            f"variants include its prepacked-weight path (TorchScript freeze + optimize_for_inference). Tuning s: "
+            f"the search's wall time per case, compiles and measurements (the Winograd layer's in parentheses).", ""]
     text = head + summary(rows) + [""] + tables(rows, peak)
     if failures:
         text += ["### failures", ""] + [f"- {f['op']} {f['case']}: {f['error']}" for f in failures]
