@@ -12,6 +12,7 @@ from tilewright.ir.stmt_functor import walk_stmt
 from tilewright.space import apply_cpu, cpu_space, default_point, heuristic_points
 from tilewright.space.cpu import pack_repeats
 from tilewright.space.cpu_knobs import PACK, PLACE
+from tilewright.space.cpu_plan import outer_orders
 
 
 def gemm(n=24, m=40, k=18):
@@ -411,3 +412,22 @@ def test_layer_norm_sums_squares_along_its_rows():
     space, plan = cpu_space([y], AVX2)
     assert plan.main.name.endswith("sqdev")
     assert dict(default_point(space, plan).values)["vec_reduce"] == 1
+
+
+@pytest.mark.parametrize("hw, cin, cout, split", [(14, 384, 64, "pixels"), (7, 960, 160, "channels")])
+def test_a_1x1_conv_splits_its_larger_operand_between_the_cores(hw, cin, cout, split):
+    """MobileNet-v2's 14x14 projection (residual add, weights packed once) reads 301 KB of
+    activations and 98 KB of weights: the default's parallel loop splits the pixels, so each core
+    reads half the activations and all of the weights, from its L2. Its 7x7 layers' weights
+    outweigh their activations and exceed a quarter of L2: the output channels stay split."""
+    x = tw.placeholder((1, cin // 8, hw, hw, 8), "float32", name="x")
+    w = tw.placeholder((cout // 8, cin // 8, 1, 1, 8, 8), "float32", name="w")
+    r = tw.placeholder((1, cout // 8, hw, hw, 8), "float32", name="r")
+    c = tw.ops.conv2d_nchwc(x, w)
+    y = tw.compute(c.shape, lambda *i: c[i] + r[i], name="add")
+    space, plan = cpu_space([y], AVX2, constants=[w])
+    p = dict(default_point(space, plan).values)
+    sp = plan.main.spatial
+    order = outer_orders(plan)[p["outer_order"]]
+    first = next(sp[i].name for i in order if p.get(f"split.{sp[i].name}", (1,))[0] > 1)  # of several blocks
+    assert first == {"pixels": "hw", "channels": "o"}[split]
