@@ -168,14 +168,18 @@ def spatial_positions(plan: CpuPlan, tensor, exact: bool = False, width: int = 8
     read different elements of `tensor`: a loop seen only through a division by
     a multiple of `width` (a group conv's o // 64) reads the same ones across an
     aligned tile of `width` (the vectorizer then broadcasts them). `exact`:
-    every loop the indices mention at all; `last_dim`: in the last (contiguous) index only."""
+    every loop the indices mention at all; `last_dim`: in the last (contiguous) index only.
+    Remembered per plan: the default model asks for every candidate tile and order."""
     from ..ir.traverse import free_vars
 
-    used: set[int] = set()
-    for n in main_loads(plan, tensor):
-        for i in n.indices[-1:] if last_dim else n.indices:
-            used |= {id(v) for v in free_vars(i)} if exact else varying_vars(i, width)
-    return tuple(p for p, a in enumerate(plan.main.tensor.op.axis) if id(a) in used)
+    key = ("positions", id(tensor), exact, width, last_dim)
+    if key not in plan.memo:
+        used: set[int] = set()
+        for n in main_loads(plan, tensor):
+            for i in n.indices[-1:] if last_dim else n.indices:
+                used |= {id(v) for v in free_vars(i)} if exact else varying_vars(i, width)
+        plan.memo[key] = tuple(p for p, a in enumerate(plan.main.tensor.op.axis) if id(a) in used)
+    return plan.memo[key]
 
 
 def varying_vars(e, width: int) -> set[int]:
