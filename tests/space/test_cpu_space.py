@@ -392,15 +392,20 @@ def test_a_reshape_then_permute_is_one_copy():
 
 @pytest.mark.parametrize("stride", [1, 2])
 def test_depthwise_padding_is_inlined_and_a_dense_convs_copied(stride):
-    """A depthwise conv reads each padded element at most 9 times (3x3 window): the default
-    inlines its padding; a dense conv reads it 9 x 8 / stride^2 times per element or more: copied once."""
-    x = tw.placeholder((1, 8, 12, 12), "float32", name="x")
+    """A depthwise conv reads each padded element at most 9 times (3x3 window): packed NCHW8c,
+    vectorized along the channels, the default inlines its padding; in NCHW it is vectorized along
+    w, where the guard differs between lanes, and copied once; a dense conv reads its padding
+    9 x 8 / stride^2 times per element or more: copied once."""
+    x = tw.placeholder((1, 8, 16, 16), "float32", name="x")
+    xc = tw.placeholder((1, 1, 16, 16, 8), "float32", name="xc")
+    packed = tw.ops.depthwise_conv2d_nchwc(xc, tw.placeholder((1, 1, 3, 3, 1, 8), "float32", name="w"),
+                                           stride=stride, padding=1)
     dw = tw.ops.depthwise_conv2d(x, tw.placeholder((8, 1, 3, 3), "float32", name="w"), stride=stride, padding=1)
     dense = tw.ops.conv2d(x, tw.placeholder((8, 8, 3, 3), "float32", name="w"), stride=stride, padding=1)
-    for y, want in ((dw, "inline"), (dense, "root")):
+    for y, want in ((packed, "inline"), (dw, "root"), (dense, "root")):
         space, plan = cpu_space([y], AVX2)
         (key,) = [k for k in space.knobs if k.startswith("place.")]
-        assert PLACE[dict(default_point(space, plan).values)[key]] == want
+        assert PLACE[dict(default_point(space, plan).values)[key]] == want, y.name
 
 
 def test_layer_norm_sums_squares_along_its_rows():

@@ -60,7 +60,10 @@ from .cpu_plan import (
 from .knobs import OrdinalKnob, SplitKnob, loop_knobs
 from .space import Point, Space
 
-MAX_TILE_POINTS = 512  # unrolled register tile size bound (code size)
+# Unrolled register tile size bound (code size), in vector statements: 512 floats at AVX2's 8 lanes,
+# where it was set. Counted in points, AVX-512's 16 lanes doubled a Winograd transform's one tile
+# (36 positions x 1 vector = 576 points) past it and left its space without a default point.
+MAX_TILE_STATEMENTS = 64
 BLOCK_ACC_BYTES = 32 * 1024  # accumulators of a reduction-blocked middle block: within L1
 
 
@@ -97,19 +100,21 @@ def cpu_space(outputs, target: Target, constants=()) -> tuple[Space, CpuPlan]:
         if dispatch and (any(tile[n] % period for n, period in dispatch.items()) or not option(point, "unroll", 0)):
             return False
         points = math.prod(tile)
+        width = 1
         if option(point, "vec_reduce", 0):  # one vector of lane sums per register row
             if split_of(point, lane_reduce_loop(plan))[1] % plan.lanes:
                 return False
             regs = points
         else:
-            regs = points // vector_width(tile[vector_position(point, plan)] if tile else 1, plan.lanes)
+            width = vector_width(tile[vector_position(point, plan)] if tile else 1, plan.lanes)
+            regs = points // width
             regs //= math.prod(tile[n] for n in dispatch)  # each branch's points are written as computed
         if option(point, "reduce_block", 0):  # accumulators of a whole middle block stay in L1
             block = math.prod(split_of(point, lp)[1] * split_of(point, lp)[2] for lp in main.spatial
                               if split_of(point, lp) is not None)
             if block * main.tensor.dtype.bytes > BLOCK_ACC_BYTES:
                 return False
-        return regs <= plan.registers - 4 and points <= MAX_TILE_POINTS
+        return regs <= plan.registers - 4 and points // width <= MAX_TILE_STATEMENTS
 
     sampler = _dispatch_sampler(knobs, plan) if dispatch else None
     space = Space(knobs, constraint, sampler, added={"pressure_sched": 0})  # records from before it: no hint
