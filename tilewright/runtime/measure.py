@@ -28,6 +28,7 @@ from ..errors import BuildError, TilewrightError
 from ..reference import evaluate
 from ..stats import median
 from ..targets import Target
+from ..targets.cpu import usable_cores
 from .inputs import check_fits_in_memory, positive_inputs, random_input
 from .kernel import storage_dtype
 from .runner import unusable_reference
@@ -95,7 +96,7 @@ class Measurer:
         self.flush_bytes = max(2 * (target.cache_bytes(3) or 0), 1 << 26) if flush_cache else 0
         self.timeout, self.repeat, self.min_repeat_ms = timeout, repeat, min_repeat_ms
         self.threads = threads or target.cores
-        self.build_workers = build_workers or max(1, os.cpu_count() or 1)
+        self.build_workers = build_workers or usable_cores()
         check_fits_in_memory(outputs, args)  # before allocating anything
         self._dir = tempfile.TemporaryDirectory(prefix="tilewright-measure-")
         out_ids = {id(t) for t in outputs}
@@ -257,7 +258,7 @@ class Measurer:
 
 def _machine_loaded() -> bool:
     try:
-        return os.getloadavg()[0] > (os.cpu_count() or 1)
+        return os.getloadavg()[0] > usable_cores()
     except OSError:
         return False
 

@@ -123,12 +123,17 @@ def compiler_version(cc: str) -> str:
     return first[0].strip() if first else "unknown"
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (`taskset` narrows them), not the machine's count."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 @functools.cache
 def host_target() -> Target:
     from ..config import c_compiler
 
     cc = c_compiler()
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = usable_cores()
     flags = _cpu_flags()
     caches = _sysfs_caches()
     features = frozenset(f for f in flags if f in KNOWN_FEATURES)
