@@ -100,7 +100,7 @@ def _cpu() -> Backend:
         kind="cpu", space=cpu_space, apply=apply_cpu, default_point=default_point,
         heuristic_points=heuristic_points,
         lower=_cpu_lower,
-        render=lambda func, target: generate_c(func),
+        render=lambda func, target: generate_c(func, target.vector_bytes),
         compile=lambda source, target, timeout=300.0: build_library(source.text, target, timeout=timeout),
         load=lambda func, source, artefact, target: Kernel(func, source, artefact, target),
         runner="tilewright.runtime.runner",
@@ -113,7 +113,7 @@ def _cpu_render_packed(func, target: Target, constants: set[str]):
     from .lower.hoist_packs import hoist_constant_packs
 
     hoisted = hoist_constant_packs(func, constants)
-    return None if hoisted is None else CCodeGen().render_with_packs(hoisted)
+    return None if hoisted is None else CCodeGen(target.vector_bytes).render_with_packs(hoisted)
 
 
 def _gpu_lower(s, args, name, target: Target):

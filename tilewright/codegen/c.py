@@ -12,6 +12,7 @@ from ..ir.expr import Binary, BinOp, Broadcast, Call, Cast, Compare, Intrinsic, 
 from ..ir.stmt import Allocate, Fence, For, ForKind, Store
 from .base import CRenderer
 from .strided import SHUFFLE_MACRO, scatter_helper, strided_load_helper
+from .transpose import TransposeNest, transpose_helper, transpose_nest
 from .vector_math import mvec_symbol
 
 STACK_LIMIT = 64 * 1024  # bytes; larger buffers go to the heap
@@ -49,9 +50,11 @@ class CSource:
 
 
 class CCodeGen(CRenderer):
-    def __init__(self):
+    def __init__(self, vector_bytes: int = 0):
+        """`vector_bytes`: the target's vector width, for blocked transposing copies (0: none)."""
         super().__init__()
         self.vector_types: dict[str, str] = {}
+        self.vector_bytes = vector_bytes
 
     # ---- vectors ----------------------------------------------------------
     def vector_type(self, d: DType) -> str:
@@ -221,6 +224,42 @@ class CCodeGen(CRenderer):
         return f"{name}({', '.join(args)})"
 
     # ---- statements -------------------------------------------------------
+    def stmt_For(self, s: For) -> None:
+        nest = transpose_nest(s, self.vector_bytes // 4) if self.vector_bytes else None
+        if nest is None or self.buffer_promoted(nest.store.buffer) or self.buffer_promoted(nest.store.value.tensor):
+            return super().stmt_For(s)
+        self._transpose(nest)
+
+    def buffer_promoted(self, buf) -> bool:
+        return id(buf) in self.promoted
+
+    def _transpose(self, nest: TransposeNest) -> None:
+        """The copy in blocks (codegen/transpose.py): loop `a` and the run of the others, each
+        stepping by the block edge, addressed from the copy's indices at the first iteration."""
+        d, lanes = nest.store.value.dtype, nest.lanes
+        t, m = self.vector_type(d.with_lanes(lanes)), self.mask_type(d.with_lanes(lanes))
+        name, definition = transpose_helper(lanes, t, m, self.scalar_type(d))
+        self.helpers.setdefault("TW_SHUFFLE", SHUFFLE_MACRO)
+        self.helpers.setdefault(name, definition)
+        a, b = nest.loops[0], nest.loops[1]
+        va, vb = self.names.of(a.var, a.var.name), self.names.of(b.var, b.var.name)
+        if a.kind is ForKind.PARALLEL:
+            self.emit(self.loop_pragma(a))
+        for v, var, extent in ((va, a.var, a.extent.value), (vb, b.var, nest.b_extent)):
+            self.emit(f"for ({self.type_name(var.dtype)} {v} = 0; {v} < {extent}; {v} += {lanes}) {{")
+            self.depth += 1
+        store, load = nest.store, nest.store.value
+        dst_a, dst_b = (1, nest.dst_stride) if nest.a_is_dst else (nest.dst_stride, 1)
+        src_a, src_b = (nest.src_stride, 1) if nest.a_is_dst else (1, nest.src_stride)
+        dst = f"&{self.names.of(store.buffer, store.buffer.name)}[{self.expr(nest.base(store.indices[0]))}" \
+              f" + {dst_a} * (int64_t){va} + {dst_b} * (int64_t){vb}]"
+        src = f"&{self.names.of(load.tensor, load.tensor.name)}[{self.expr(nest.base(load.indices[0]))}" \
+              f" + {src_a} * (int64_t){va} + {src_b} * (int64_t){vb}]"
+        self.emit(f"{name}({dst}, {nest.dst_stride}, {src}, {nest.src_stride});")
+        for _ in range(2):
+            self.depth -= 1
+            self.emit("}")
+
     def loop_pragma(self, s: For) -> str | None:
         if s.kind is ForKind.PARALLEL:
             return "#pragma omp parallel for schedule(static)"
@@ -344,9 +383,9 @@ def _int_kind():
     return Kind.INT
 
 
-def generate_c(func) -> CSource:
-    """C source for a lowered function."""
-    return CCodeGen().render(func)
+def generate_c(func, vector_bytes: int = 0) -> CSource:
+    """C source for a lowered function; `vector_bytes`: the target's vector width (0: no blocked transposes)."""
+    return CCodeGen(vector_bytes).render(func)
 
 
 __all__ = ["CCodeGen", "CSource", "STACK_LIMIT", "generate_c"]

@@ -1,0 +1,85 @@
+"""Transposing copies render as blocks of vector loads, shuffles and vector stores
+(codegen/transpose.py), and compute exactly the copy the loops describe."""
+
+import numpy as np
+import pytest
+from synthetic_targets import AVX2, host_runs
+
+import tilewright as tw
+from tilewright.targets import as_target
+
+
+def _transposed(rows, cols, dtype="float32"):
+    a = tw.placeholder((rows, cols), dtype, name="a")
+    b = tw.compute((cols, rows), lambda i, j: a[j, i], name="b")
+    return a, b
+
+
+@pytest.mark.parametrize("target", ["native", "avx2"])
+@pytest.mark.parametrize("rows,cols,dtype,blocked", [
+    (32, 48, "float32", True),  # 16 x 16 blocks on AVX-512, 8 x 8 on AVX2
+    (24, 40, "int32", True),  # 8 x 8 blocks
+    (12, 20, "float32", True),  # 4 x 4 blocks
+    (30, 20, "float32", False),  # 30 has no power-of-two factor >= 4: plain loops
+    (3, 64, "float32", False),  # a stride below the block edge: plain loops
+])
+def test_transposing_copy_is_blocked_and_exact(target, rows, cols, dtype, blocked):
+    t = as_target("cpu") if target == "native" else AVX2
+    if not host_runs(t):
+        pytest.skip("the host cannot run this ISA")
+    a, b = _transposed(rows, cols, dtype)
+    k = tw.build(tw.create_schedule(b), [a, b], target=t)
+    assert ("tw_transpose_" in k.source) == blocked
+    x = (np.arange(rows * cols) * 7 % 1009).reshape(rows, cols).astype(dtype)
+    out = np.zeros((cols, rows), dtype)
+    k(x, out)
+    np.testing.assert_array_equal(out, x.T)
+
+
+def test_block_edge_follows_the_target_width():
+    a, b = _transposed(32, 32)
+    src = tw.build(tw.create_schedule(b), [a, b], target=AVX2).source if host_runs(AVX2) else None
+    if src is None:
+        pytest.skip("the host cannot run AVX2")
+    assert "tw_transpose_float32x8" in src and "tw_transpose_float32x16" not in src
+
+
+def test_a_conv_weight_pack_is_blocked():
+    """A 1x1 conv vectorized along its output channels packs its weights [O, C] as [C, O-block]:
+    a transposing copy, checked against the reference."""
+    x = tw.placeholder((1, 64, 7, 7), "float32", name="x")
+    w = tw.placeholder((64, 64, 1, 1), "float32", name="w")
+    y = tw.ops.conv2d(x, w)
+    k = tw.build([x, w, y], target="cpu")
+    assert "tw_transpose_" in k.source  # the root pack's parallel loop steps by the block edge
+    rng = np.random.default_rng(0)
+    xa, wa = rng.standard_normal(x.shape).astype("float32"), rng.standard_normal(w.shape).astype("float32")
+    out = np.empty(y.shape, "float32")
+    k(xa, wa, out)
+    np.testing.assert_allclose(out, tw.evaluate(y, {x: xa, w: wa}), rtol=1e-4, atol=1e-4)
+
+
+def test_a_3x3_weight_pack_runs_its_window_loops_as_one():
+    """A 3x3 conv's weights [O, C, 3, 3] packed with the output channels innermost: the input
+    channel, row and column loops step the source contiguously and are one run of C x 9."""
+    x = tw.placeholder((1, 64, 14, 14), "float32", name="x")
+    w = tw.placeholder((64, 64, 3, 3), "float32", name="w")
+    y = tw.ops.conv2d(x, w, padding=1, stride=2)
+    k = tw.build([x, w, y], target="cpu")
+    assert "tw_transpose_" in k.source
+    rng = np.random.default_rng(1)
+    xa, wa = rng.standard_normal(x.shape).astype("float32"), rng.standard_normal(w.shape).astype("float32")
+    out = np.empty(y.shape, "float32")
+    k(xa, wa, out)
+    np.testing.assert_allclose(out, tw.evaluate(y, {x: xa, w: wa}), rtol=1e-4, atol=1e-4)
+
+
+def test_loops_that_are_not_one_run_stay_loops():
+    a = tw.placeholder((32, 8, 16), "float32", name="a")
+    b = tw.compute((16, 8, 32), lambda k, j, i: a[i, j, k], name="b")
+    k = tw.build(tw.create_schedule(b), [a, b], target="cpu")
+    assert "tw_transpose_" not in k.source
+    x = np.arange(32 * 8 * 16, dtype="float32").reshape(32, 8, 16)
+    out = np.zeros((16, 8, 32), "float32")
+    k(x, out)
+    np.testing.assert_array_equal(out, x.transpose(2, 1, 0))
