@@ -14,6 +14,11 @@ from pathlib import Path
 from .errors import TilewrightError
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (`taskset` narrows them), not the machine's count."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def cache_dir() -> Path:
     base = os.environ.get("TILEWRIGHT_CACHE_DIR")
     if base:

@@ -24,11 +24,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..config import usable_cores
 from ..errors import BuildError, TilewrightError
 from ..reference import evaluate
 from ..stats import median
 from ..targets import Target
-from ..targets.cpu import usable_cores
 from .inputs import check_fits_in_memory, positive_inputs, random_input
 from .kernel import storage_dtype
 from .runner import unusable_reference

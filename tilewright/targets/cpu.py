@@ -10,6 +10,7 @@ import platform
 import re
 import subprocess
 
+from ..config import usable_cores
 from .target import KNOWN_FEATURES, Target
 
 
@@ -121,11 +122,6 @@ def compiler_version(cc: str) -> str:
     except (OSError, subprocess.TimeoutExpired):
         return "unknown"
     return first[0].strip() if first else "unknown"
-
-
-def usable_cores() -> int:
-    """The cores this process may run on (`taskset` narrows them), not the machine's count."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 @functools.cache
