@@ -44,30 +44,19 @@ def test_block_edge_follows_the_target_width():
     assert "tw_transpose_float32x8" in src and "tw_transpose_float32x16" not in src
 
 
-def test_a_conv_weight_pack_is_blocked():
-    """A 1x1 conv vectorized along its output channels packs its weights [O, C] as [C, O-block]:
-    a transposing copy, checked against the reference."""
-    x = tw.placeholder((1, 64, 7, 7), "float32", name="x")
-    w = tw.placeholder((64, 64, 1, 1), "float32", name="w")
-    y = tw.ops.conv2d(x, w)
-    k = tw.build([x, w, y], target="cpu")
-    assert "tw_transpose_" in k.source  # the root pack's parallel loop steps by the block edge
-    rng = np.random.default_rng(0)
-    xa, wa = rng.standard_normal(x.shape).astype("float32"), rng.standard_normal(w.shape).astype("float32")
-    out = np.empty(y.shape, "float32")
-    k(xa, wa, out)
-    np.testing.assert_allclose(out, tw.evaluate(y, {x: xa, w: wa}), rtol=1e-4, atol=1e-4)
-
-
-def test_a_3x3_weight_pack_runs_its_window_loops_as_one():
-    """A 3x3 conv's weights [O, C, 3, 3] packed with the output channels innermost: the input
-    channel, row and column loops step the source contiguously and are one run of C x 9."""
-    x = tw.placeholder((1, 64, 14, 14), "float32", name="x")
-    w = tw.placeholder((64, 64, 3, 3), "float32", name="w")
-    y = tw.ops.conv2d(x, w, padding=1, stride=2)
+@pytest.mark.parametrize("channels,size,kernel,stride", [
+    (64, 7, 1, 1),  # weights [O, C] packed as [C, O-block] by a root pack: its parallel loop steps by blocks
+    (64, 14, 3, 2),  # [O, C, 3, 3]: input channel, row and column step the source as one run of C x 9
+])
+def test_a_conv_weight_pack_is_blocked(channels, size, kernel, stride):
+    """A conv vectorized along its output channels packs its weights with them innermost: a
+    transposing copy, blocked, and the conv checked against the reference."""
+    x = tw.placeholder((1, channels, size, size), "float32", name="x")
+    w = tw.placeholder((channels, channels, kernel, kernel), "float32", name="w")
+    y = tw.ops.conv2d(x, w, padding=kernel // 2, stride=stride)
     k = tw.build([x, w, y], target="cpu")
     assert "tw_transpose_" in k.source
-    rng = np.random.default_rng(1)
+    rng = np.random.default_rng(0)
     xa, wa = rng.standard_normal(x.shape).astype("float32"), rng.standard_normal(w.shape).astype("float32")
     out = np.empty(y.shape, "float32")
     k(xa, wa, out)
