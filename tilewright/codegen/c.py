@@ -226,12 +226,9 @@ class CCodeGen(CRenderer):
     # ---- statements -------------------------------------------------------
     def stmt_For(self, s: For) -> None:
         nest = transpose_nest(s, self.vector_bytes // 4) if self.vector_bytes else None
-        if nest is None or self.buffer_promoted(nest.store.buffer) or self.buffer_promoted(nest.store.value.tensor):
+        if nest is None or id(nest.store.buffer) in self.promoted or id(nest.store.value.tensor) in self.promoted:
             return super().stmt_For(s)
         self._transpose(nest)
-
-    def buffer_promoted(self, buf) -> bool:
-        return id(buf) in self.promoted
 
     def _transpose(self, nest: TransposeNest) -> None:
         """The copy in blocks (codegen/transpose.py): loop `a` and the run of the others, each
@@ -249,12 +246,13 @@ class CCodeGen(CRenderer):
             self.emit(f"for ({self.type_name(var.dtype)} {v} = 0; {v} < {extent}; {v} += {lanes}) {{")
             self.depth += 1
         store, load = nest.store, nest.store.value
-        dst_a, dst_b = (1, nest.dst_stride) if nest.a_is_dst else (nest.dst_stride, 1)
-        src_a, src_b = (nest.src_stride, 1) if nest.a_is_dst else (1, nest.src_stride)
-        dst = f"&{self.names.of(store.buffer, store.buffer.name)}[{self.expr(nest.base(store.indices[0]))}" \
-              f" + {dst_a} * (int64_t){va} + {dst_b} * (int64_t){vb}]"
-        src = f"&{self.names.of(load.tensor, load.tensor.name)}[{self.expr(nest.base(load.indices[0]))}" \
-              f" + {src_a} * (int64_t){va} + {src_b} * (int64_t){vb}]"
+
+        def address(buf, index, steps) -> str:  # the element at the block's first iteration
+            return (f"&{self.names.of(buf, buf.name)}[{self.expr(nest.base(index))}"
+                    f" + {steps[0]} * (int64_t){va} + {steps[1]} * (int64_t){vb}]")
+
+        dst = address(store.buffer, store.indices[0], nest.dst_steps)
+        src = address(load.tensor, load.indices[0], nest.src_steps)
         self.emit(f"{name}({dst}, {nest.dst_stride}, {src}, {nest.src_stride});")
         for _ in range(2):
             self.depth -= 1

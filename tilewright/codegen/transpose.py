@@ -1,8 +1,9 @@
 """Transposing copies for the C backend. A pack that lays a conv's weights out
 with the output channels innermost reads them along the input channels and
-writes a vector row apart: as two scalar loops, one load and one store per
-element. Two serial loops whose copy is contiguous in the destination along one
-and in the source along the other are rendered as L x L blocks instead: L
+writes a vector row apart: as scalar loops, one load and one store per
+element. A loop nest whose copy is contiguous in one side along its first loop
+and in the other along the rest (several loops that step it as one run, a 3x3
+kernel's input channel, row and column) is rendered as L x L blocks instead: L
 contiguous vector loads, log2(L) rounds of L two-source shuffles (each round
 swaps the off-diagonal half-blocks), L contiguous vector stores. Measured on
 Zen 4 (ResNet-50's l4_expand, 4 MB of weights packed in every call): the kernel
@@ -24,30 +25,34 @@ from ..ir.traverse import free_vars, substitute
 from ..lower.simplify import to_linear
 
 MIN_LANES = 4
+MAX_LOOPS = 6
 
 
 @dataclass(frozen=True)
 class TransposeNest:
-    """A transposing copy: `store` (dst[a + dst_stride * b] = src[src_stride * a + b], plus offsets)
-    under `loops`; `a` is the first loop (the destination contiguous along it), `b` the others,
-    which run through the source contiguously as one loop of `b_extent` (a 3x3 conv's weights:
-    input channel, row and column); `lanes` the block edge. Or the same with the roles of the
-    source and the destination exchanged (`a_is_dst` False)."""
+    """A transposing copy: `store` under `loops`; loop `a` is the first, loop `b` the others, which
+    step both indices as one run of `b_extent`. `dst_steps` and `src_steps`: each index's step
+    along a and along b; one side steps 1 along a and the other 1 along b. `lanes`: the block edge."""
 
     loops: tuple[For, ...]
     store: Store
-    a_is_dst: bool
-    dst_stride: int
-    src_stride: int
+    dst_steps: tuple[int, int]
+    src_steps: tuple[int, int]
     b_extent: int
     lanes: int
+
+    @property
+    def dst_stride(self) -> int:
+        """The destination's step between the rows of a block (the helper's `ds`)."""
+        return max(self.dst_steps)
+
+    @property
+    def src_stride(self) -> int:
+        return max(self.src_steps)
 
     def base(self, index: Expr) -> Expr:
         """`index` at the first iteration of every loop."""
         return substitute(index, {lp.var: Const(0, lp.var.dtype) for lp in self.loops})
-
-
-MAX_LOOPS = 6
 
 
 def transpose_nest(s: For, max_lanes: int) -> TransposeNest | None:
@@ -72,25 +77,24 @@ def transpose_nest(s: For, max_lanes: int) -> TransposeNest | None:
     if cd is None or cs is None:
         return None
     extents = [int(lp.extent.value) for lp in loops]
-    for a_is_dst, (ca, cb) in ((True, (cd, cs)), (False, (cs, cd))):
-        # the first loop contiguous in one side, the rest one contiguous run of the other
-        if ca[0] != 1 or cb[-1] != 1 or not _one_run(ca[1:], cb[1:], extents[1:]):
-            continue
-        b_extent = math.prod(extents[1:])
-        lanes = max_lanes
-        while lanes >= MIN_LANES and (extents[0] % lanes or b_extent % lanes):
-            lanes //= 2
-        stride_b, stride_a = ca[-1], cb[0]  # a's side along b; b's side along a
-        if lanes >= MIN_LANES and min(stride_a, stride_b) >= lanes:
-            dst_stride, src_stride = (stride_b, stride_a) if a_is_dst else (stride_a, stride_b)
-            return TransposeNest(tuple(loops), store, a_is_dst, dst_stride, src_stride, b_extent, lanes)
-    return None
+    if not (_one_run(cd[1:], extents[1:]) and _one_run(cs[1:], extents[1:])):
+        return None
+    steps_d, steps_s = (cd[0], cd[-1]), (cs[0], cs[-1])  # along a, along the run b
+    if not ((steps_d[0] == 1 and steps_s[1] == 1) or (steps_d[1] == 1 and steps_s[0] == 1)):
+        return None  # not contiguous in one side along a and in the other along b
+    b_extent = math.prod(extents[1:])
+    lanes = max_lanes
+    while lanes >= MIN_LANES and (extents[0] % lanes or b_extent % lanes):
+        lanes //= 2
+    if lanes < MIN_LANES or min(max(steps_d), max(steps_s)) < lanes:
+        return None
+    return TransposeNest(tuple(loops), store, steps_d, steps_s, b_extent, lanes)
 
 
-def _one_run(c1: tuple[int, ...], c2: tuple[int, ...], extents: list[int]) -> bool:
-    """Whether loops with coefficients c1, c2 (in two indices) and `extents` step both indices
-    uniformly, as one loop over their product: each coefficient is the next one's times its extent."""
-    return all(c[k] == extents[k + 1] * c[k + 1] for c in (c1, c2) for k in range(len(extents) - 1))
+def _one_run(coefficients: tuple[int, ...], extents: list[int]) -> bool:
+    """Whether loops with these coefficients in an index and `extents` step it uniformly, as one
+    loop over their product: each coefficient is the next one's times its extent."""
+    return all(coefficients[k] == extents[k + 1] * coefficients[k + 1] for k in range(len(extents) - 1))
 
 
 def _plain(s: For, *kinds: ForKind) -> bool:
