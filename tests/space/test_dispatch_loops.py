@@ -3,7 +3,7 @@ positions) are kept whole in the unrolled register tile, so the selects fold to 
 
 import numpy as np
 import pytest
-from synthetic_targets import AVX2
+from synthetic_targets import AVX2, AVX512
 
 import tilewright as tw
 from tilewright.graph.blocked import from_blocked, to_blocked
@@ -74,14 +74,9 @@ def test_sixteen_lane_transforms_have_a_default():
     """On a 16-lane target a transform's one dispatch tile, 36 positions x 1 vector, is 576 points:
     the code-size bound counts it as 36 vector statements. Counted in points it left the input
     transform of ResNet-50's 3x3 layers without any default (a compile error at 0 trials)."""
-    import dataclasses
-
-    from tilewright.targets import ISA_FEATURES
-
-    avx512 = dataclasses.replace(AVX2, features=frozenset(ISA_FEATURES["avx512"]), fma_bits=512, load_bits=512)
     x = tw.placeholder((1, 2, 28, 28, 16), "float32", name="x")
     v = wino.winograd_input(x, (1, 1), name="V")
-    space, plan = cpu_space([x, v], avx512)
+    space, plan = cpu_space([x, v], AVX512)
     assert plan.lanes == 16
     p = default_point(space, plan)
     assert space.valid(p) and tile_factor(p, plan.main.spatial[0]) == 36
