@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..config import usable_cores
+from ..config import build_cpus, pin_this_thread_to_build_cpus, usable_cores
 from ..errors import BuildError, TilewrightError
 from ..reference import evaluate
 from ..stats import median
@@ -96,7 +96,7 @@ class Measurer:
         self.flush_bytes = max(2 * (target.cache_bytes(3) or 0), 1 << 26) if flush_cache else 0
         self.timeout, self.repeat, self.min_repeat_ms = timeout, repeat, min_repeat_ms
         self.threads = threads or target.cores
-        self.build_workers = build_workers or usable_cores()
+        self.build_workers = build_workers or len(build_cpus() or ()) or usable_cores()
         check_fits_in_memory(outputs, args)  # before allocating anything
         self._dir = tempfile.TemporaryDirectory(prefix="tilewright-measure-")
         out_ids = {id(t) for t in outputs}
@@ -147,8 +147,9 @@ class Measurer:
         return _Built(library=str(artefact.path), build_s=time.perf_counter() - start, source=str(source))
 
     def build_all(self, schedules: list) -> list[_Built]:
-        # Lowering is Python (serial); the compiler runs in parallel subprocesses.
-        with ThreadPoolExecutor(self.build_workers) as pool:
+        # Lowering is Python (serial); the compiler runs in parallel subprocesses, on TILEWRIGHT_BUILD_CPUS
+        # where set (the runner, started from the main thread, keeps the process's cores).
+        with ThreadPoolExecutor(self.build_workers, initializer=pin_this_thread_to_build_cpus) as pool:
             return list(pool.map(self._build, schedules))
 
     # ---- running ----------------------------------------------------------
