@@ -226,6 +226,33 @@ def test_prescreen_picks_the_best_scored_and_gives_the_rest_back(tmp_path):
     screen.close()
 
 
+def test_screening_spends_no_more_than_measuring_is_worth(tmp_path):
+    """Proposals per slot follow the lowering time against the screen's budget: the floor while
+    measuring is cheap, twice a slow kernel's measured cost when that is more."""
+    path = tmp_path / "r.sqlite"
+    fill_store(path, gemm(64, 32, 48), n=60)
+    tensors = gemm()
+    outputs = [tensors[-1]]
+    space, plan = BACKEND.space(outputs, CPU)
+    screen = Prescreen("on", BACKEND, CPU, tensors, outputs, plan, space, Records(path), "w", seed=0)
+    assert screen.pool_factor() == screen.factor  # nothing lowered yet
+    screen._lowering_s = [0.25] * 8  # a slow-lowering task (Winograd transforms: 0.2 s a point)
+    rng = random.Random(5)
+    points = list(dict.fromkeys(space.sample(rng) for _ in range(12)))[:4]
+
+    def measured(seconds):
+        screen.observe(points, screen.instantiate(points),
+                       [MeasureResult(costs=(1e-3,), build_s=seconds, run_s=0.0)] * len(points), trial=4)
+        screen._lowering_s = [0.25] * 8  # observe featurises the points: keep the pinned lowering time
+
+    measured(0.2)  # cheap to measure: the floor, 1 s a slot, 4 proposals of 0.25 s
+    assert screen.screen_s_per_slot() == 1.0 and screen.pool_factor() == 4
+    screen._measure_s = []
+    measured(1.5)  # slow to measure: 3 s a slot, the whole factor
+    assert screen.screen_s_per_slot() == 3.0 and screen.pool_factor() == screen.factor
+    screen.close()
+
+
 def test_tuning_with_the_model_finds_a_correct_kernel(tmp_path):
     path = tmp_path / "r.sqlite"
     fill_store(path, gemm(64, 32, 48), n=60)

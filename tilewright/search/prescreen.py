@@ -40,11 +40,13 @@ from .features import N_FEATURES, loop_nest_features
 MODES = ("auto", "on", "off")
 MIN_RECORDS = 48  # "auto": measured schedules with features on this target before the model is used
 FACTOR = 8  # proposals per measurement slot
-# Lowering seconds the screen may spend per measurement slot: about what building and timing the point
-# costs. Where a task lowers slowly (unrolled Winograd transforms: seconds per point) fewer proposals
-# are screened (a batch stops screening when the budget is spent), down to none, rather than
-# multiplying the tuning time by FACTOR.
-SCREEN_S_PER_SLOT = 3.0
+# Lowering seconds the screen may spend per measurement slot: SCREEN_S_PER_SLOT, or SCREEN_MEASURE_RATIO
+# times what building and timing a point has cost in this run where that is more (a slow kernel is
+# worth screening harder). Where a task lowers slowly (unrolled Winograd transforms: 0.2 s a point,
+# measured in 0.25 s) fewer proposals are screened, down to none, rather than multiplying the tuning
+# time by FACTOR: at 3 s a slot, screening was 65 of a Winograd layer's 118 s on the Zen 4 host.
+SCREEN_S_PER_SLOT = 1.0
+SCREEN_MEASURE_RATIO = 2.0
 EPSILON = 0.1  # chance that a slot goes to a random proposal instead of the model's next best
 REFIT_EVERY = 16  # measurements of this run between refits
 HOME_WEIGHT = 2.0  # this workload's pairs weigh this much more than another workload's, once it has some
@@ -104,6 +106,7 @@ class Prescreen:
         self._vectors: dict[Point, np.ndarray | None] = {}
         self.records_on_target = 0
         self._lowering_s: list[float] = []  # the latest featurisations' lowering times
+        self._measure_s: list[float] = []  # the latest measurements' build + run times
         self.reason = "cost_model='off'"
         self.fstore = None
         if mode == "off":
@@ -200,7 +203,7 @@ class Prescreen:
         cands = gen(want * self.pool_factor())
         if len(cands) <= want:
             return cands
-        start, budget = time.perf_counter(), SCREEN_S_PER_SLOT * want
+        start, budget = time.perf_counter(), self.screen_s_per_slot() * want
         vecs = [self.features(p) if time.perf_counter() - start < budget else self._vectors.get(p) for p in cands]
         scores = np.full(len(cands), -np.inf)
         ok = [i for i, v in enumerate(vecs) if v is not None]
@@ -222,13 +225,19 @@ class Prescreen:
         self.proposals += len(cands)
         return [cands[i] for i in chosen]
 
+    def screen_s_per_slot(self) -> float:
+        """Lowering seconds per slot the screen may spend (see SCREEN_S_PER_SLOT)."""
+        if not self._measure_s:
+            return SCREEN_S_PER_SLOT
+        return max(SCREEN_S_PER_SLOT, SCREEN_MEASURE_RATIO * sum(self._measure_s) / len(self._measure_s))
+
     def pool_factor(self) -> int:
-        """Proposals per slot: FACTOR, fewer where lowering a proposal costs more than SCREEN_S_PER_SLOT
-        allows (1: the strategy's own points, unscreened)."""
+        """Proposals per slot: FACTOR, fewer where lowering a proposal costs more than the screen's
+        seconds per slot allow (1: the strategy's own points, unscreened)."""
         if not self._lowering_s:
             return self.factor
         mean = sum(self._lowering_s) / len(self._lowering_s)
-        return max(1, min(self.factor, int(SCREEN_S_PER_SLOT / max(mean, 1e-9))))
+        return max(1, min(self.factor, int(self.screen_s_per_slot() / max(mean, 1e-9))))
 
     # ---- learning -----------------------------------------------------------------------------------
     def observe(self, points, schedules, results, trial: int) -> None:
@@ -237,6 +246,7 @@ class Prescreen:
             self._forget()
             return
         new = []
+        self._measure_s = self._measure_s[-31:] + [m.build_s + m.run_s for m in results if m.ok]
         for p, s, m in zip(points, schedules, results):
             kind = m.error_kind.value
             text = p.to_json()
