@@ -208,6 +208,21 @@ def test_reduction_blocking_when_the_operand_panel_outgrows_l2():
     _check(out, [x, w], kernel)
 
 
+def test_the_blocked_twin_the_panel_does_not_ask_for_is_sized_by_every_operand():
+    """R50 l4_down on AVX2 (1x1, stride 2, 1024 -> 2048 channels, 7x7 out): one register tile's
+    weight panel (8 outputs x 1024 channels, 32 KB) does not call for blocking, so the default is
+    unblocked; the blocked twin the tuner measures first keeps a block of the weights *and* of
+    the input rows the middle tiles share within half of L1 (64 channels x (8 + 49) floats),
+    not 256 channels sized by the weights alone (1.29 ms against 1.76 on Zen 4)."""
+    x = tw.placeholder((1, 1024, 14, 14), "float32", name="x")
+    w = tw.placeholder((2048, 1024, 1, 1), "float32", name="w")
+    out = tw.ops.conv2d(x, w, stride=2)
+    space, plan = cpu_space(out, AVX2)
+    assert default_point(space, plan)["reduce_block"] == 0
+    twins = [q for q in heuristic_points(space, plan) if q["reduce_block"] == 1]
+    assert twins and twins[0]["split.rc"] == (16, 64) and twins[0]["split.h"][1] == 7
+
+
 def test_reduction_blocking_for_l1_when_one_channel_slab_fits():
     """A 3x3 conv over 256 channels: the weight panel of one output-channel vector block
     (256 x 9 x 16 x 4 B = 147 KB) outgrows 3 x L1 but fits L2, so the default blocks the

@@ -31,8 +31,9 @@ def heuristic_points(space: Space, plan: CpuPlan, k: int = 4) -> list[Point]:
                 out.append(flipped)
     for tile in register_tiles(space, plan):
         wanted = wants_blocking(space, plan, tile.tiles)
-        for blocked in (wanted, not wanted):
-            p = _point_for_tile(space, plan, tile, blocked=blocked and "reduce_block" in space.knobs)
+        for blocked in (wanted, not wanted):  # the twin the panel does not ask for: blocked by every operand
+            p = _point_for_tile(space, plan, tile, blocked=blocked and "reduce_block" in space.knobs,
+                                by_operands=blocked and not wanted)
             if p is not None and p not in out:
                 out.append(p)
         if len(out) >= k:
@@ -83,7 +84,7 @@ def _lane_sum_point(space: Space, plan: CpuPlan) -> Point | None:
     return _point_for_tile(space, plan, tile, lane=True)
 
 
-def _point_for_tile(space: Space, plan: CpuPlan, tile: Tile, blocked: bool = False,
+def _point_for_tile(space: Space, plan: CpuPlan, tile: Tile, blocked: bool = False, by_operands: bool = False,
                     lane: bool = False) -> Point | None:
     """The default-style point for one register tile; None when the space rejects it."""
     sp = plan.main.spatial
@@ -140,7 +141,7 @@ def _point_for_tile(space: Space, plan: CpuPlan, tile: Tile, blocked: bool = Fal
     p = _packed_once(plan, Point(tuple(values)), [t for t in plan.packable if pack_key(t) in hoist],
                      [outer_extents[q] for q in order])
     if blocked:
-        p = reduction_blocked(space, plan, p, tiles)
+        p = reduction_blocked(space, plan, p, tiles, by_operands)
     return p if space.valid(p) else None
 
 
