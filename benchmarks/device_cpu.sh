@@ -8,6 +8,9 @@
 #     SUITES=r50 bash benchmarks/device_cpu.sh          # the ResNet-50 layers only (dep: the depthwise set)
 #     TRIALS=100 SUITES=r50 CASES="l2_down conv1" bash benchmarks/device_cpu.sh
 #         # chosen layers, one bench run each (a run cut short keeps the layers done: r50_<case>/)
+# On the device tool: PACK=1 puts everything it wrote in one archive, $OUT/device_cpu.tgz (the tool
+# returns only a few files of $OUT), and LIMIT_S=540 stops the benchmarks after 540 s so that the
+# archive is still made within the call's time.
 set -u
 out=${OUT:-results/device_cpu}
 trials=${TRIALS:-0}
@@ -17,7 +20,13 @@ all=$(nproc --all)
 if [ "$all" -gt 2 ]; then export TILEWRIGHT_BUILD_CPUS=${TILEWRIGHT_BUILD_CPUS:-2-$((all - 1))}; fi
 mkdir -p "$out"
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
-bench() { taskset -c 0,1 python3 -m tilewright.cli bench "$@" --trials "$trials" --threads 2 --records "$out/records.db"; }
+end=$((SECONDS + ${LIMIT_S:-1000000}))
+bench() {
+  local left=$((end - SECONDS))
+  [ "$left" -gt 5 ] || { echo "time limit reached: skipped bench $*"; return; }
+  timeout "$left" taskset -c 0,1 python3 -m tilewright.cli bench "$@" --trials "$trials" --threads 2 \
+    --records "$out/records.db"
+}
 {
   lscpu | grep -E "Model name|Flags|L1d|L2|L3|^CPU\(s\)"
   cc --version | head -1
@@ -29,3 +38,6 @@ bench() { taskset -c 0,1 python3 -m tilewright.cli bench "$@" --trials "$trials"
     if [ -z "$cases" ]; then bench resnet50 --out "$out/r50"
     else for c in $cases; do bench resnet50 --cases "$c" --out "$out/r50_$c"; done; fi;; esac
 } 2>&1 | tee "$out/log.txt"
+if [ "${PACK:-0}" = 1 ]; then
+  tar czf /tmp/device_cpu.tgz -C "$out" . && find "$out" -mindepth 1 -delete && mv /tmp/device_cpu.tgz "$out/"
+fi
