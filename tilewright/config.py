@@ -41,11 +41,10 @@ def build_cpus() -> set[int] | None:
     return cpus
 
 
-def pin_this_thread_to_build_cpus() -> None:
-    """Move the calling thread (and the compilers it starts) to TILEWRIGHT_BUILD_CPUS, if set. On Linux
-    the affinity of pid 0 is the calling thread's, so the timing runner started from the main
-    thread keeps the process's cores."""
-    cpus = build_cpus()
+def pin_this_thread(cpus: set[int] | None) -> None:
+    """Move the calling thread (and the compilers it starts) to `cpus` (None: leave it). On Linux the
+    affinity of pid 0 is the calling thread's, so the timing runner started from the main thread
+    keeps the process's cores."""
     if cpus is not None and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, cpus)
 

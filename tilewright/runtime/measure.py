@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..config import build_cpus, pin_this_thread_to_build_cpus, usable_cores
+from ..config import build_cpus, pin_this_thread, usable_cores
 from ..errors import BuildError, TilewrightError
 from ..reference import evaluate
 from ..stats import median
@@ -96,7 +96,8 @@ class Measurer:
         self.flush_bytes = max(2 * (target.cache_bytes(3) or 0), 1 << 26) if flush_cache else 0
         self.timeout, self.repeat, self.min_repeat_ms = timeout, repeat, min_repeat_ms
         self.threads = threads or target.cores
-        self.build_workers = build_workers or len(build_cpus() or ()) or usable_cores()
+        self.build_cpus = build_cpus()  # TILEWRIGHT_BUILD_CPUS, checked here: a bad list fails before any work
+        self.build_workers = build_workers or len(self.build_cpus or ()) or usable_cores()
         check_fits_in_memory(outputs, args)  # before allocating anything
         self._dir = tempfile.TemporaryDirectory(prefix="tilewright-measure-")
         out_ids = {id(t) for t in outputs}
@@ -149,7 +150,7 @@ class Measurer:
     def build_all(self, schedules: list) -> list[_Built]:
         # Lowering is Python (serial); the compiler runs in parallel subprocesses, on TILEWRIGHT_BUILD_CPUS
         # where set (the runner, started from the main thread, keeps the process's cores).
-        with ThreadPoolExecutor(self.build_workers, initializer=pin_this_thread_to_build_cpus) as pool:
+        with ThreadPoolExecutor(self.build_workers, initializer=pin_this_thread, initargs=(self.build_cpus,)) as pool:
             return list(pool.map(self._build, schedules))
 
     # ---- running ----------------------------------------------------------

@@ -26,7 +26,9 @@ from __future__ import annotations
 import math
 import random
 import time
+from collections import deque
 from dataclasses import replace
+from statistics import fmean
 
 import numpy as np
 
@@ -47,6 +49,7 @@ FACTOR = 8  # proposals per measurement slot
 # time by FACTOR: at 3 s a slot, screening was 65 of a Winograd layer's 118 s on the Zen 4 host.
 SCREEN_S_PER_SLOT = 1.0
 SCREEN_MEASURE_RATIO = 2.0
+WINDOW = 32  # the latest lowering and measuring times the budget averages
 EPSILON = 0.1  # chance that a slot goes to a random proposal instead of the model's next best
 REFIT_EVERY = 16  # measurements of this run between refits
 HOME_WEIGHT = 2.0  # this workload's pairs weigh this much more than another workload's, once it has some
@@ -105,8 +108,8 @@ class Prescreen:
         self._lowered: dict[int, tuple] = {}
         self._vectors: dict[Point, np.ndarray | None] = {}
         self.records_on_target = 0
-        self._lowering_s: list[float] = []  # the latest featurisations' lowering times
-        self._measure_s: list[float] = []  # the latest measurements' build + run times
+        self._lowering_s: deque[float] = deque(maxlen=WINDOW)  # the latest featurisations' lowering times
+        self._measure_s: deque[float] = deque(maxlen=WINDOW)  # the latest measurements' build + run times
         self.reason = "cost_model='off'"
         self.fstore = None
         if mode == "off":
@@ -164,7 +167,7 @@ class Prescreen:
                     vec = None
                 except Exception:  # noqa: BLE001 - a feature bug must not fail a tuning run
                     vec = None
-                self._lowering_s = self._lowering_s[-31:] + [time.perf_counter() - start]
+                self._lowering_s.append(time.perf_counter() - start)
             if len(self._vectors) > 50000:
                 self._vectors.clear()
             self._vectors[p] = vec
@@ -229,14 +232,14 @@ class Prescreen:
         """Lowering seconds per slot the screen may spend (see SCREEN_S_PER_SLOT)."""
         if not self._measure_s:
             return SCREEN_S_PER_SLOT
-        return max(SCREEN_S_PER_SLOT, SCREEN_MEASURE_RATIO * sum(self._measure_s) / len(self._measure_s))
+        return max(SCREEN_S_PER_SLOT, SCREEN_MEASURE_RATIO * fmean(self._measure_s))
 
     def pool_factor(self) -> int:
         """Proposals per slot: FACTOR, fewer where lowering a proposal costs more than the screen's
         seconds per slot allow (1: the strategy's own points, unscreened)."""
         if not self._lowering_s:
             return self.factor
-        mean = sum(self._lowering_s) / len(self._lowering_s)
+        mean = fmean(self._lowering_s)
         return max(1, min(self.factor, int(self.screen_s_per_slot() / max(mean, 1e-9))))
 
     # ---- learning -----------------------------------------------------------------------------------
@@ -246,7 +249,7 @@ class Prescreen:
             self._forget()
             return
         new = []
-        self._measure_s = self._measure_s[-31:] + [m.build_s + m.run_s for m in results if m.ok]
+        self._measure_s.extend(m.build_s + m.run_s for m in results if m.ok)
         for p, s, m in zip(points, schedules, results):
             kind = m.error_kind.value
             text = p.to_json()

@@ -89,8 +89,6 @@ def reduction_blocked(space: Space, plan: CpuPlan, p: Point, tiles: dict, by_ope
     share cache lines; R50 l4_down, AVX2 on Zen 4: blocks of 64 channels 1.29 ms, of 256
     sized by the weights alone 1.76, unblocked 1.77). The defaults keep the panel's rule:
     applied to them it changed 36 suite defaults, 0.92-1.10x."""
-    from ..ir.traverse import free_vars
-
     panel = _panel(plan, tiles)
     if panel is None:  # no operand varies along the reduction (extent-1 taps merged away): nothing to block
         return p
@@ -118,11 +116,12 @@ def reduction_blocked(space: Space, plan: CpuPlan, p: Point, tiles: dict, by_ope
         p = p.replace(key, (o // m, m, t))
         block[lp.name] = block.get(lp.name, 1) * m
         acc //= m
-    indexed = [t for t in plan.main.inputs
-               if any(blocked_axis in free_vars(i) for n in main_loads(plan, t) for i in n.indices)]
-    per_step = sum(_footprint(plan, t, block, fixed=blocked_loop) * t.dtype.bytes for t in indexed)
     budget = plan.l1_bytes // 3 if in_l1 else max(32 * 1024, plan.l2_bytes // 4)
-    whole_budget = plan.l1_bytes // 2 if in_l1 and by_operands else math.inf
+    per_step, whole_budget = 0, math.inf
+    if by_operands and in_l1:
+        per_step = sum(_footprint(plan, t, block, fixed=blocked_loop) * t.dtype.bytes
+                       for t in plan.main.inputs if _indexed_by(plan, t, blocked_axis))
+        whole_budget = plan.l1_bytes // 2
     extent = blocked_loop.extent
     inner = max((d for d in range(1, extent + 1)
                  if extent % d == 0 and d * per_slab <= budget and d * per_step <= whole_budget), default=1)
@@ -130,10 +129,17 @@ def reduction_blocked(space: Space, plan: CpuPlan, p: Point, tiles: dict, by_ope
     whole = _footprint(plan, panel, tiles) * panel.dtype.bytes
     if not in_l1 or whole > plan.l2_bytes:
         for t in plan.packable:
-            per_block = any(blocked_axis in free_vars(i) for n in main_loads(plan, t) for i in n.indices)
-            if per_block and pack_key(t) in space.knobs and pack_choice(p, t) in ("outer", "root"):
+            if _indexed_by(plan, t, blocked_axis) and pack_key(t) in space.knobs and \
+                    pack_choice(p, t) in ("outer", "root"):
                 p = p.replace(pack_key(t), PACK.index("tile"))
     return p
+
+
+def _indexed_by(plan: CpuPlan, tensor, axis) -> bool:
+    """Whether the main stage's reads of `tensor` index it with reduce `axis`."""
+    from ..ir.traverse import free_vars
+
+    return any(axis in free_vars(i) for n in main_loads(plan, tensor) for i in n.indices)
 
 
 def _parallel_work(space: Space, plan: CpuPlan, p: Point, n: int, m: int) -> float:
