@@ -63,6 +63,14 @@ STRIDED_OUTPUT_MARGIN = 0.06
 # per element a packing copy reorders (a strided gather and a store), next to the tile's FMA cycles;
 # measured, same-run A/B of the defaults 1.0 and 2.0 pick: bil_1 29.0 -> 15.8 ms, yolo_conv5 2.60 -> 2.31
 PACK_CYCLES = 2.0
+# ... and where the C backend renders the copy as L x L block transposes (codegen/transpose.py: fp32,
+# the tile's vector extent and the source's contiguous run both multiples of some L >= 4), which came
+# after the constant above was fitted, for a tensor that stays in cache (it and its copy in half the
+# last level): measured on Zen 4, ResNet-50 l4_expand's 4 MB of weights packed in every call, 0.34 ms
+# as scalar copies, about 0.06 ms as blocks. A larger one streams from memory, as slow as the scalar
+# copies (the bilinear forms' 16-64 MB weights: their defaults ran 1.3-3x slower counted at this rate).
+BLOCK_PACK_CYCLES = 0.4
+BLOCK_MIN_LANES = 4  # codegen/transpose.py's MIN_LANES
 
 
 @dataclass(frozen=True)
@@ -302,7 +310,22 @@ def pack_cycles(plan: CpuPlan, tensor, tile: dict, vpos: int, width: int) -> flo
         return 0.0  # already contiguous along the vector (a transposed conv's w[c, o, 1, 1])
     steps = math.prod(lp.extent / (width if n == vpos else tile.get(n, 1)) for n, lp in enumerate(plan.main.spatial))
     steps *= math.prod(lp.extent for lp in plan.main.reduce)
-    return math.prod(tensor.shape) * PACK_CYCLES / steps
+    per_element = BLOCK_PACK_CYCLES if _block_transposed(plan, tensor, min(dims), width) else PACK_CYCLES
+    return math.prod(tensor.shape) * per_element / steps
+
+
+def _block_transposed(plan: CpuPlan, tensor, dim: int, width: int) -> bool:
+    """Whether packing `tensor` into rows of `width` along its dimension `dim` is rendered as
+    block transposes from cache: fp32, some power-of-two block edge of at least BLOCK_MIN_LANES,
+    at most the target's lanes, divides both `width` and the contiguous run after `dim`, and the
+    tensor and its packed copy fit in half the last-level cache together."""
+    run = math.prod(tensor.shape[dim + 1:])
+    lanes = plan.lanes
+    while lanes >= BLOCK_MIN_LANES and (width % lanes or run % lanes):
+        lanes //= 2
+    llc = max((size for _, kind, size in plan.target.caches if kind in ("Data", "Unified")), default=0)
+    cached = 2 * math.prod(tensor.shape) * tensor.dtype.bytes <= llc // 2  # the source and its copy
+    return cached and tensor.dtype.bits == 32 and tensor.dtype.lanes == 1 and lanes >= BLOCK_MIN_LANES
 
 
 def epilogue_cycles(plan: CpuPlan, tile: dict, vpos: int) -> float:
