@@ -4,58 +4,64 @@ from __future__ import annotations
 
 import itertools
 import math
+import operator
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 
 from .expr import Binary, Broadcast, Call, Cast, Compare, Const, Expr, Load, Ramp, Reduce, Select, Unary, Var
 
+# Per node class: how to read its children, and the fields a rebuild replaces. Looked up by exact
+# type (an isinstance chain per call was the lowering's largest self time), filled on first use.
+_SLOTS = ((Binary, ("a", "b")), (Compare, ("a", "b")), (Unary, ("a",)), (Cast, ("value",)),
+          (Select, ("cond", "t", "f")), (Ramp, ("base",)), (Broadcast, ("value",)))
+_getters: dict[type, Callable] = {}
+
+
+def _getter(cls: type) -> Callable:
+    for base, names in _SLOTS:
+        if issubclass(cls, base):
+            return operator.attrgetter(*names) if len(names) > 1 else (lambda e, n=names[0]: (getattr(e, n),))
+    if issubclass(cls, Call):
+        return operator.attrgetter("args")
+    if issubclass(cls, Load):
+        return operator.attrgetter("indices")
+    if issubclass(cls, Reduce):
+        return lambda e: (e.source,) if e.condition is None else (e.source, e.condition)
+    return lambda e: ()
+
 
 def children(e: Expr) -> tuple[Expr, ...]:
-    if isinstance(e, (Binary, Compare)):
-        return (e.a, e.b)
-    if isinstance(e, Unary):
-        return (e.a,)
-    if isinstance(e, Cast):
-        return (e.value,)
-    if isinstance(e, Select):
-        return (e.cond, e.t, e.f)
+    get = _getters.get(type(e))
+    if get is None:
+        get = _getters[type(e)] = _getter(type(e))
+    return get(e)
+
+
+def _rebuilt_fields(e: Expr, new: tuple[Expr, ...]) -> dict:
     if isinstance(e, Call):
-        return e.args
+        return {"args": tuple(new)}
     if isinstance(e, Load):
-        return e.indices
+        return {"indices": tuple(new)}
     if isinstance(e, Reduce):
-        return (e.source,) if e.condition is None else (e.source, e.condition)
-    if isinstance(e, Ramp):
-        return (e.base,)
-    if isinstance(e, Broadcast):
-        return (e.value,)
-    return ()
+        return {"source": new[0], "condition": new[1] if len(new) > 1 else None}
+    names = next(names for base, names in _SLOTS if isinstance(e, base))
+    return dict(zip(names, new))
 
 
 def with_children(e: Expr, new: tuple[Expr, ...]) -> Expr:
-    """`e` with its children replaced (e itself if nothing changed)."""
+    """`e` with its children replaced (e itself if nothing changed). The copy takes every other
+    field as it is (what dataclasses.replace would pass to the constructor, which has no checks
+    of its own), without a cached structural key."""
     old = children(e)
-    if len(old) == len(new) and all(a is b for a, b in zip(old, new)):
+    if len(old) == len(new) and all(map(operator.is_, old, new)):
         return e
-    if isinstance(e, (Binary, Compare)):
-        return replace(e, a=new[0], b=new[1])
-    if isinstance(e, Unary):
-        return replace(e, a=new[0])
-    if isinstance(e, Cast):
-        return replace(e, value=new[0])
-    if isinstance(e, Select):
-        return replace(e, cond=new[0], t=new[1], f=new[2])
-    if isinstance(e, Call):
-        return replace(e, args=tuple(new))
-    if isinstance(e, Load):
-        return replace(e, indices=tuple(new))
-    if isinstance(e, Reduce):
-        return replace(e, source=new[0], condition=new[1] if len(new) > 1 else None)
-    if isinstance(e, Ramp):
-        return replace(e, base=new[0])
-    if isinstance(e, Broadcast):
-        return replace(e, value=new[0])
-    return e
+    if not old:
+        return e
+    fields = dict(e.__dict__)
+    fields.pop("_skey", None)
+    fields.update(_rebuilt_fields(e, new))
+    out = object.__new__(type(e))
+    out.__dict__.update(fields)
+    return out
 
 
 def walk(e: Expr) -> Iterator[Expr]:
