@@ -4,13 +4,13 @@ transforms only where packed and plain data meet, the same outputs."""
 import numpy as np
 import pytest
 from graph_cases import Builder, random_array, random_inputs, residual_block
-from synthetic_targets import AVX2, host_runs
+from synthetic_targets import AVX2, AVX512, host_runs
 
 import tilewright as tw
 from tilewright.graph import blocked
 from tilewright.graph.compile import compile as tw_compile
 from tilewright.graph.infer import infer_types
-from tilewright.graph.layout import convert_layout, pack_layout
+from tilewright.graph.layout import convert_layout, narrow_block, pack_layout
 from tilewright.graph.reference import run_reference
 
 
@@ -144,3 +144,29 @@ def test_auto_layout_builds_nothing_without_a_packable_convolution(tmp_path, mon
 
     monkeypatch.setattr("tilewright.graph.module.build_module", None)  # a build would fail loudly
     assert layout_choice.choose_layout(residual_block(c=4), AVX2, None) == ("NCHW", None)
+
+
+def test_narrow_block_packs_the_channels_the_wide_one_does_not_split_without_transforms():
+    """A 24-channel inverted residual (MobileNet-v2's second stage) on 16-channel blocks: only its
+    48-channel depthwise layer packs; the stem and projection write 24 channels, the expand reads
+    them. With a narrow 8-channel block they pack on 8, each conv reading its input in the block it
+    already has (the projection: 16 in, 8 out), and no transform comes between them. The narrow
+    block is half the vector where halves run as fast (512-bit FMAs as two 256-bit halves), none
+    where 512-bit FMAs are full speed or on AVX2 (4 lanes would halve its peak)."""
+    import dataclasses
+
+    graph = infer_types(inverted_residual(c=24))
+    wide_only = pack_layout(graph, "NCHWc", 16)
+    assert [n.attr("layout") for n in wide_only.nodes if n.op == "conv2d"] == [None, None, "NCHW16c", None]
+    mixed = pack_layout(graph, "NCHWc", 16, narrow=8)
+    convs = [n for n in mixed.nodes if n.op == "conv2d"]
+    assert [n.attr("layout") for n in convs] == ["NCHW8c", "NCHW16c", "NCHW16c", "NCHW8c"]
+    assert mixed.type_of(convs[1].inputs[0]).shape[-1] == 8 and mixed.type_of(convs[3].inputs[0]).shape[-1] == 16
+    # into the stem's 3-channel block, back for 'sum' and for the flatten, as with one block
+    assert _ops(mixed).count("layout_transform") == 3, _ops(mixed)
+    inputs = random_inputs(graph)
+    for got, want in zip(run_reference(mixed, inputs), run_reference(graph, inputs), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    assert narrow_block(AVX512) == 8
+    assert narrow_block(dataclasses.replace(AVX512, fma_bits=512)) == 0
+    assert narrow_block(AVX2) == 0

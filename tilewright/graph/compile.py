@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from .ir import Graph
 from .kernel_graph import kernel_graph
+from .layout import narrow_block
 from .module import Module, build_module
 from .tasks import extract_tasks, lower_partition
 
@@ -47,7 +48,7 @@ def compile(model, example_inputs=None, target="cpu", trials: int = 0, records=N
     if built is not None and trials <= 0:
         module = built
     else:
-        graph = kernel_graph(graph, layout, tgt.vector_lanes(4), winograd)
+        graph = kernel_graph(graph, layout, tgt.vector_lanes(4), winograd, narrow_block(tgt))
         partition = fuse(graph)
         programs = lower_partition(partition)
         tasks = extract_tasks(partition, programs)

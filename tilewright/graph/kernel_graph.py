@@ -13,8 +13,8 @@ from .subsample import subsample_strided_pointwise
 from .winograd_chunks import chunked_winograd_convs
 
 
-def kernel_graph(graph: Graph, layout: str, block: int, winograd: bool = True) -> Graph:
-    graph = subsample_strided_pointwise(pack_layout(graph, layout, block))
+def kernel_graph(graph: Graph, layout: str, block: int, winograd: bool = True, narrow: int = 0) -> Graph:
+    graph = subsample_strided_pointwise(pack_layout(graph, layout, block, narrow))
     return chunked_winograd_convs(graph) if winograd else graph
 
 

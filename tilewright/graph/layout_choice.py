@@ -16,7 +16,7 @@ from ..errors import EvaluationError
 from ..stats import median
 from .ir import Graph
 from .kernel_graph import kernel_graph
-from .layout import conv_block
+from .layout import conv_block, narrow_block
 from .module import Module
 
 ROUNDS, CALLS = 3, 3  # alternating rounds; calls timed per round and side
@@ -33,7 +33,7 @@ def choose_layout(graph: Graph, target, records, progress: bool = False,
     from .fusion import fuse
     from .module import build_module
 
-    block = target.vector_lanes(4)
+    block, narrow = target.vector_lanes(4), narrow_block(target)
     if block < 2 or not packable(graph, block):
         return "NCHW", None
     rng = np.random.default_rng(0)
@@ -41,7 +41,7 @@ def choose_layout(graph: Graph, target, records, progress: bool = False,
     modules, outputs = {}, {}
     with records:
         for layout in ("NCHW", "NCHWc"):
-            modules[layout] = build_module(fuse(kernel_graph(graph, layout, block, winograd)), target)
+            modules[layout] = build_module(fuse(kernel_graph(graph, layout, block, winograd, narrow)), target)
             out = modules[layout](*inputs)
             outputs[layout] = out if isinstance(out, list) else [out]
     for a, b in zip(outputs["NCHW"], outputs["NCHWc"], strict=True):
