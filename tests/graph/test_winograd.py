@@ -9,7 +9,7 @@ from tilewright.errors import ShapeError
 from tilewright.graph import Node
 from tilewright.graph.compile import compile as tw_compile
 from tilewright.graph.fusion import fuse
-from tilewright.graph.infer import infer_node
+from tilewright.graph.infer import infer_node, infer_types
 from tilewright.graph.kernel_graph import kernel_graph
 from tilewright.graph.reference import run_reference
 from tilewright.graph.winograd import winograd_convs
@@ -132,3 +132,19 @@ def test_convs_are_sliced_only_where_their_products_set_the_peak():
                                atol=1e-4)
     block = kernel_graph(residual_block(h=8), "NCHWc", 8, winograd=False)  # products no larger than the rest
     assert sum(n.op == "matmul" for n in chunked_winograd_convs(block).nodes) == 1
+
+
+def test_conv_reading_another_block_than_it_writes_stays_direct():
+    """With a narrow block, a 3x3 conv may read 16-channel blocks and write 8 (48 -> 40 channels):
+    the Winograd transforms keep one block, so it runs direct, and the graph still matches."""
+    b = Builder("mixed_blocks")
+    x = b.input("x", (1, 48, 12, 12))
+    a = b.op("conv2d", [x, b.const("w0", (48, 48, 1, 1))], "c0", (1, 48, 12, 12))
+    b.op("conv2d", [a, b.const("w1", (40, 48, 3, 3)), b.const("b1", (40,))], "c1", (1, 40, 12, 12),
+         padding=(1, 1, 1, 1))
+    graph = infer_types(b.graph("c1"))
+    packed = kernel_graph(graph, "NCHWc", 16, winograd=True, narrow=8)
+    assert [n.attr("layout") for n in packed.nodes if n.op == "conv2d"] == ["NCHW16c", "NCHW8c"]
+    inputs = random_inputs(graph)
+    for got, want in zip(run_reference(packed, inputs), run_reference(graph, inputs), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

@@ -19,7 +19,8 @@ def compile(model, example_inputs=None, target="cpu", trials: int = 0, records=N
     """Compile a Graph or a torch.nn.Module (with `example_inputs`) for `target`.
     `trials`: the model's total tuning budget (0: default schedules, no measuring).
     `layout`: "NCHW" (every convolution on the caller's layout), "NCHWc" (every
-    convolution that can, on NCHW{b}c data with b the target's fp32 vector lanes),
+    convolution that can, on NCHW{b}c data with b the target's fp32 vector lanes, or half of
+    them where that block does not split a conv's channels and half vectors run as fast),
     "depthwise" (only depthwise convolutions packed; see `graph/layout.py`), or "auto":
     the faster of NCHW and NCHWc, measured on the whole model built from the records
     as they stand (default schedules where there are none), before any tuning.

@@ -27,8 +27,11 @@ MAX_TILE_WASTE = 0.35  # output pixels the tiles cover beyond the output, as a f
 
 
 def eligible(graph: Graph, node: Node) -> bool:
-    """A packed 3x3 conv2d, stride 1, dilation 1, one group, with constant weights."""
-    if node.op != "conv2d" or not block_of(node.attr("layout", "NCHW")):
+    """A packed 3x3 conv2d, stride 1, dilation 1, one group, with constant weights, reading its
+    input in its output's channel block (the transforms keep one block; layout.py may pack a
+    conv 16 channels in and 8 out)."""
+    block = block_of(node.attr("layout", "NCHW"))
+    if node.op != "conv2d" or not block or graph.type_of(node.inputs[0]).shape[-1] != block:
         return False
     w = graph.constants.get(node.inputs[1])
     return (w is not None and w.ndim == 6 and w.shape[2:4] == (3, 3) and int(node.attr("groups", 1)) == 1
