@@ -222,13 +222,14 @@ def overall(summary: list[dict]) -> dict:
             continue
         m = by[(case, True)]
         trials = max(int(n) for n in r["best_ms_at"])
+        k = min(len(m["final_best_ms"]), len(r["final_best_ms"]))  # seeds run both ways so far (same order)
         for n in r["best_ms_at"]:
             out["best_ratio_at"].setdefault(n, []).extend(
-                np.log(np.array(m["best_ms_at"][n]) / np.array(r["best_ms_at"][n])).tolist())
-        plain_t += [t if t is not None else trials + 1 for t in r["to90_plain"]]
-        model_t += [t if t is not None else trials + 1 for t in m["to90_plain"]]
-        out["pairs"] += len(r["final_best_ms"])
-        out["model_final_better"] += sum(a < b for a, b in zip(m["final_best_ms"], r["final_best_ms"]))
+                np.log(np.array(m["best_ms_at"][n][:k]) / np.array(r["best_ms_at"][n][:k])).tolist())
+        plain_t += [t if t is not None else trials + 1 for t in r["to90_plain"][:k]]
+        model_t += [t if t is not None else trials + 1 for t in m["to90_plain"][:k]]
+        out["pairs"] += k
+        out["model_final_better"] += sum(a < b for a, b in zip(m["final_best_ms"][:k], r["final_best_ms"][:k]))
     out["best_ratio_at"] = {n: float(np.exp(np.mean(v))) for n, v in out["best_ratio_at"].items()}
     out["to90_plain_sum"] = {"plain": int(sum(plain_t)), "model": int(sum(model_t))}
     out["to90_plain_median"] = {"plain": float(np.median(plain_t)) if plain_t else None,
@@ -293,7 +294,7 @@ def markdown(out: dict) -> str:
                          f"| {', '.join(map(_fmt, r['to90_own']))} | {', '.join(map(_fmt, r['to90_plain']))} | {at} "
                          f"| {', '.join(map(str, r['wall_s']))} |")
         o = t.get("overall")
-        if o:
+        if o and o["pairs"]:  # none until a case has both runs of a seed
             ratios = ", ".join(f"trial {n}: {v:.2f}" for n, v in o["best_ratio_at"].items())
             lines += ["", f"Model on / off, geometric mean of the best time so far over cases and seeds: {ratios} "
                       f"(< 1: the model's runs are ahead). Trials to 90% of the plain run's final best, summed over "
