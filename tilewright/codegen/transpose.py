@@ -83,12 +83,19 @@ def transpose_nest(s: For, max_lanes: int) -> TransposeNest | None:
     if not ((steps_d[0] == 1 and steps_s[1] == 1) or (steps_d[1] == 1 and steps_s[0] == 1)):
         return None  # not contiguous in one side along a and in the other along b
     b_extent = math.prod(extents[1:])
-    lanes = max_lanes
-    while lanes >= MIN_LANES and (extents[0] % lanes or b_extent % lanes):
-        lanes //= 2
-    if lanes < MIN_LANES or min(max(steps_d), max(steps_s)) < lanes:
+    lanes = block_edge(max_lanes, extents[0], b_extent)
+    if not lanes or min(max(steps_d), max(steps_s)) < lanes:
         return None
     return TransposeNest(tuple(loops), store, steps_d, steps_s, b_extent, lanes)
+
+
+def block_edge(max_lanes: int, a_extent: int, b_extent: int) -> int:
+    """The edge of the blocks a copy over `a_extent` x `b_extent` is transposed in: the largest
+    power of two up to `max_lanes` dividing both, 0 where that is under MIN_LANES (scalar copies)."""
+    lanes = max_lanes
+    while lanes >= MIN_LANES and (a_extent % lanes or b_extent % lanes):
+        lanes //= 2
+    return lanes if lanes >= MIN_LANES else 0
 
 
 def _one_run(coefficients: tuple[int, ...], extents: list[int]) -> bool:

@@ -25,6 +25,7 @@ import math
 from dataclasses import dataclass
 
 from ..analysis.graph import is_placeholder
+from ..codegen.transpose import block_edge
 from ..ir.traverse import free_vars
 from .cpu_access import (
     GATHER,
@@ -70,7 +71,6 @@ PACK_CYCLES = 2.0
 # as scalar copies, about 0.06 ms as blocks. A larger one streams from memory, as slow as the scalar
 # copies (the bilinear forms' 16-64 MB weights: their defaults ran 1.3-3x slower counted at this rate).
 BLOCK_PACK_CYCLES = 0.4
-BLOCK_MIN_LANES = 4  # codegen/transpose.py's MIN_LANES
 
 
 @dataclass(frozen=True)
@@ -316,16 +316,13 @@ def pack_cycles(plan: CpuPlan, tensor, tile: dict, vpos: int, width: int) -> flo
 
 def _block_transposed(plan: CpuPlan, tensor, dim: int, width: int) -> bool:
     """Whether packing `tensor` into rows of `width` along its dimension `dim` is rendered as
-    block transposes from cache: fp32, some power-of-two block edge of at least BLOCK_MIN_LANES,
-    at most the target's lanes, divides both `width` and the contiguous run after `dim`, and the
-    tensor and its packed copy fit in half the last-level cache together."""
+    block transposes (codegen/transpose.py: fp32, a block edge dividing `width` and the
+    contiguous run after `dim`) from cache: the tensor and its packed copy fit in half the
+    last-level cache together."""
     run = math.prod(tensor.shape[dim + 1:])
-    lanes = plan.lanes
-    while lanes >= BLOCK_MIN_LANES and (width % lanes or run % lanes):
-        lanes //= 2
-    llc = max((size for _, kind, size in plan.target.caches if kind in ("Data", "Unified")), default=0)
-    cached = 2 * math.prod(tensor.shape) * tensor.dtype.bytes <= llc // 2  # the source and its copy
-    return cached and tensor.dtype.bits == 32 and tensor.dtype.lanes == 1 and lanes >= BLOCK_MIN_LANES
+    cached = 2 * math.prod(tensor.shape) * tensor.dtype.bytes <= plan.target.last_level_cache_bytes // 2
+    return (cached and tensor.dtype.bits == 32 and tensor.dtype.lanes == 1
+            and block_edge(plan.lanes, width, run) > 0)
 
 
 def epilogue_cycles(plan: CpuPlan, tile: dict, vpos: int) -> float:

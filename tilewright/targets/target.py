@@ -121,6 +121,11 @@ class Target(metaclass=_Detecting):
         v = self.compiler_version.lower()
         return self.kind == "cpu" and "clang" not in v and ("gcc" in v or v.startswith("cc ("))
 
+    @property
+    def last_level_cache_bytes(self) -> int:
+        """The largest data or unified cache (0: none known)."""
+        return max((size for _, kind, size in self.caches if kind in ("Data", "Unified")), default=0)
+
     def cache_bytes(self, level: int) -> int:
         for lvl, kind, size in self.caches:
             if lvl == level and kind in ("Data", "Unified"):
