@@ -106,3 +106,23 @@ def test_exported_views_read_their_offsets(tmp_path, runner):
     got = run_exported(runner, module.export(tmp_path / "model"), graph, inputs)
     np.testing.assert_allclose(got[0], module(*inputs), rtol=1e-6)
     np.testing.assert_allclose(got[0], run_reference(graph, inputs)[0], rtol=1e-6)
+
+
+def test_kernel_temporaries_lie_in_the_arena(tmp_path, runner):
+    """A conv whose default schedule pads its whole input first (pinned AVX2 target): the
+    padded copy is a workspace argument placed by the memory plan, live for that kernel
+    only, not allocated by the kernel on each call and not counted on top of the arena;
+    the module and its export match PyTorch."""
+    if not host_runs(AVX2):
+        pytest.skip("the pinned AVX2 target does not run on this host")
+    graph = conv_bias_relu(c=32, o=32, h=28, w=28)
+    module = build_module(partition(graph), AVX2)
+    (name, nbytes), = module._workspace.items()
+    assert nbytes == 32 * 30 * 30 * 4 and name in module.plan.buffers and name in module.steps[0].values
+    assert "aligned_alloc" not in module._step_kernels[0].source
+    assert module.peak_bytes < module.plan.peak_bytes + sum(t.nbytes for t in module.output_types) + nbytes
+    inputs = random_inputs(graph)
+    want = torch_reference(graph, inputs)[0]
+    np.testing.assert_allclose(module(*inputs), want, rtol=1e-4, atol=1e-4)
+    (got,) = run_exported(runner, module.export(tmp_path / "model"), graph, inputs)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

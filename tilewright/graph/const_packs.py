@@ -32,25 +32,31 @@ class PackFill:
 
 
 def build_kernel(args: list, constant_positions: set[int], target, name: str):
-    """The kernel for `args` (best record or default schedule) and its PackFill, or None
-    where no pack of a constant could move (or the target is not a CPU)."""
+    """The kernel for `args` (best record or default schedule), its PackFill (None where no
+    pack of a constant could move), and the bytes of each temporary it takes as an argument
+    after those (lower/workspace.py; none on targets other than the CPU)."""
     from ..api import build
     from ..backends import backend_for
+    from ..codegen.c import STACK_LIMIT
     from ..lower.hoist_packs import hoist_constant_packs
     from ..lower.verify import verify
+    from ..lower.workspace import lift_workspace
     from ..search.tuner import best_schedule
 
     backend = backend_for(target)
-    if backend.kind != "cpu" or not constant_positions:
-        return build(args, target=target, name=name), None
+    if backend.kind != "cpu":
+        return build(args, target=target, name=name), None, ()
     s = best_schedule(backend, args, target, [args[i] for i in constant_positions])
     func = backend.lower(s, args, name, target)
-    hoisted = hoist_constant_packs(func, {args[i].name for i in constant_positions})
+    hoisted = hoist_constant_packs(func, {args[i].name for i in constant_positions}) if constant_positions else None
+    kernel, lifted = lift_workspace(func if hoisted is None else hoisted.kernel, STACK_LIMIT)
+    workspace = tuple(b.size * b.dtype.bytes for b in lifted)
     if hoisted is None:
-        return backend.build_func(func, target), None
-    verify(hoisted.kernel)
+        return backend.build_func(kernel, target), None, workspace
+    verify(kernel)
     verify(hoisted.pack)
-    return backend.build_func(hoisted.kernel, target), PackFill(backend.build_func(hoisted.pack, target), hoisted)
+    return (backend.build_func(kernel, target), PackFill(backend.build_func(hoisted.pack, target), hoisted),
+            workspace)
 
 
 def _aligned_empty(size: int, dtype: str) -> np.ndarray:

@@ -6,8 +6,9 @@ that clashes with no placed buffer live at the same time; several orders are
 tried and the smallest peak kept.
 Views (groups of reshapes, contiguous slices: `views.py`) alias their input at
 a byte offset and extend its lifetime; the parts of a concat written in place
-alias its output, which lives from its first part's writer. Graph inputs,
-outputs and constants live outside the arena."""
+alias its output, which lives from its first part's writer. A kernel's large
+temporaries (its workspace, lower/workspace.py) are arena buffers live only
+while it runs. Graph inputs, outputs and constants live outside the arena."""
 
 from __future__ import annotations
 
@@ -120,8 +121,11 @@ def _intervals(partition: Partition) -> tuple[list[Interval], dict[str, str], di
     return intervals, aliases, offsets, external
 
 
-def plan_memory(partition: Partition) -> MemoryPlan:
+def plan_memory(partition: Partition, workspaces: dict[str, tuple[int, int]] | None = None) -> MemoryPlan:
+    """`workspaces`: more arena buffers, name -> (index of a group in `partition.groups`, bytes),
+    live only while that group runs: a kernel's temporaries (lower/workspace.py)."""
     intervals, aliases, offsets, external = _intervals(partition)
+    intervals += [Interval(w, _aligned(n), i, i) for w, (i, n) in (workspaces or {}).items()]
     placed = _best_placement(intervals)
     buffers = {p.value: p for p in sorted(placed, key=lambda p: (p.first, p.value))}
     return MemoryPlan(buffers, aliases, frozenset(external), _peak(placed), sum(p.nbytes for p in placed),

@@ -14,7 +14,7 @@ import numpy as np
 from ..errors import MeasureError, ShapeError
 from ..stats import median
 from .lower_te import GroupProgram
-from .memory_plan import ALIGN, MemoryPlan, plan_memory
+from .memory_plan import ALIGN, plan_memory
 from .native import Sequence, dispatch_overhead, entry_point
 from .partition import Group, Partition
 from .tasks import Task, constant_positions, extract_tasks, lower_partition
@@ -33,15 +33,23 @@ class Module:
     every call, so two threads must not call the same Module at once."""
 
     def __init__(self, partition: Partition, kernels: dict[str, object], tasks: list[Task],
-                 programs: dict[str, GroupProgram], target, plan: MemoryPlan | None = None,
-                 fills: dict | None = None):
+                 programs: dict[str, GroupProgram], target, fills: dict | None = None,
+                 workspaces: dict[str, tuple[int, ...]] | None = None):
         """`kernels`: a built kernel per task key, or per group name where a group's
         arguments cannot be mapped onto its task's kernel. `fills`: under the same keys,
         the PackFill of a kernel whose constant packs were moved out (graph/const_packs.py);
-        each group's packed arrays are made here, once, and passed as constants."""
-        fills = fills or {}
+        each group's packed arrays are made here, once, and passed as constants.
+        `workspaces`: under the same keys, the bytes of each temporary a kernel takes as one of
+        its last arguments (lower/workspace.py); each group's lie in the arena."""
+        fills, workspaces = fills or {}, workspaces or {}
         self.partition, self.graph, self.tasks, self.target = partition, partition.graph, tasks, target
-        self.plan = plan or plan_memory(partition)
+        task_of = {g: t for t in tasks for g in t.groups}
+        key_of = {g.name: g.name if g.name in kernels else task_of[g.name].key
+                  for g in partition.groups if not g.is_view}
+        self._workspace = {f"{g}.workspace{n}": nbytes for g, key in key_of.items()
+                           for n, nbytes in enumerate(workspaces.get(key, ()))}
+        at = {g.name: i for i, g in enumerate(partition.groups)}
+        self.plan = plan_memory(partition, {w: (at[w.rsplit(".", 1)[0]], n) for w, n in self._workspace.items()})
         self.kernels = kernels
         graph = self.graph
         # kept once: the graph's own arrays where already dense and of the right dtype
@@ -53,9 +61,11 @@ class Module:
         self._static: dict[str, np.ndarray] = dict(self.constants)
         self.packed: dict[str, np.ndarray] = {}  # constants packed once for a kernel (_fill_packs)
         for v, b in self.plan.buffers.items():
+            if v in self._workspace:  # raw bytes, the kernel knows their type
+                self._static[v] = self.arena[b.offset:b.offset + self._workspace[v]]
+                continue
             t = graph.type_of(v)
             self._static[v] = self.arena[b.offset:b.offset + t.nbytes].view(t.dtype).reshape(t.shape)
-        task_of = {g: t for t in tasks for g in t.groups}
         self.steps: list[Step] = []
         self._step_kernels: list = []
         self._views: list[Group] = []
@@ -73,6 +83,7 @@ class Module:
                 values = tuple(values[i] for i in order)
             if fill is not None:
                 values = tuple(values) + self._fill_packs(g.name, fill, values)
+            values = tuple(values) + tuple(w for w in self._workspace if w.rsplit(".", 1)[0] == g.name)
             step = Step(g, task, values)
             ptrs = (ctypes.c_void_p * len(values))()
             for slot, v in enumerate(values):
@@ -105,6 +116,8 @@ class Module:
         """The array of `value` if it is the same on every call (arena or constant), else None."""
         if value in self.packed:
             return self.packed[value]
+        if value in self._workspace:
+            return self._static[value]
         root = self.plan.root(value)
         arr = self._static.get(root)
         if arr is None or root in self.graph.outputs or root in self.graph.inputs:
@@ -268,14 +281,17 @@ def build_module(partition: Partition, target, programs: dict[str, GroupProgram]
     tasks = extract_tasks(partition, programs) if tasks is None else tasks
     kernels: dict[str, object] = {}
     fills: dict[str, object] = {}
-    for t in tasks:
-        kernels[t.key], fill = build_kernel(t.args, set(t.constants), target, t.name)
+    workspaces: dict[str, tuple[int, ...]] = {}
+
+    def add(key: str, args: list, constants: set[int], name: str) -> None:
+        kernels[key], fill, workspaces[key] = build_kernel(args, constants, target, name)
         if fill is not None:
-            fills[t.key] = fill
+            fills[key] = fill
+
+    for t in tasks:
+        add(t.key, t.args, set(t.constants), t.name)
         for g in t.groups[1:]:
             if t.arg_order(programs[g]) is None:
-                own = constant_positions(programs[g], partition.graph.constants)
-                kernels[g], fill = build_kernel(list(programs[g].args), own, target, programs[g].name)
-                if fill is not None:
-                    fills[g] = fill
-    return Module(partition, kernels, tasks, programs, target, fills=fills)
+                add(g, list(programs[g].args), constant_positions(programs[g], partition.graph.constants),
+                    programs[g].name)
+    return Module(partition, kernels, tasks, programs, target, fills=fills, workspaces=workspaces)

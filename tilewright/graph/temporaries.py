@@ -1,7 +1,9 @@
-"""How much memory a kernel allocates for itself while it runs (padding, packing,
-partial sums): every buffer it allocates, summed, and counted once per core
-when allocated inside a parallel loop. An upper bound of what it holds at once;
-a model's peak adds the largest one to its arena, as only one kernel runs at a time."""
+"""How much memory a kernel allocates for itself while it runs: every buffer it
+allocates, summed, and counted once per core when allocated inside a parallel
+loop. An upper bound of what it holds at once; a model's peak adds the largest
+one to its arena, as only one kernel runs at a time. In a model that is what
+stays on the stack or per thread: larger temporaries made once per call lie in
+the arena (lower/workspace.py)."""
 
 from __future__ import annotations
 
