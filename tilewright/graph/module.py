@@ -181,8 +181,9 @@ class Module:
 
     @property
     def peak_bytes(self) -> int:
-        """Peak activation memory of one run: the arena, the output arrays, and the largest
-        memory a kernel allocates for itself while it runs (one kernel runs at a time)."""
+        """Peak activation memory of one run: the arena (kernels' large temporaries included),
+        the output arrays, and the most a kernel allocates for itself while it runs (on its
+        stack or per thread; one kernel runs at a time)."""
         from .temporaries import temporary_bytes
 
         temps = max((temporary_bytes(k.func, self.target.cores) for k in self._step_kernels), default=0)
