@@ -203,7 +203,8 @@ def write(out: Path, name: str, target, rows, failures, threads: int, trials: in
             "PyTorch eager: the faster of NCHW and channels_last (input conversion timed); torch.compile: inductor, "
             "default mode; ONNX Runtime: CPU provider, all graph optimizations. Peak memory: activations only "
             "(ours: the memory plan's arena, which holds the kernels' large temporaries too, the output, and "
-            "the most any one kernel allocates on its stack or per thread while it runs; PyTorch: the peak of its profiler's allocation and free events, output included).",
+            "the most any one kernel allocates on its stack or per thread while it runs; PyTorch: the peak "
+            "of its profiler's allocation and free events, output included).",
             ""]
     text = head + table(rows)
     notes = [f"- {r.model}: {n}: {why}" for r in rows for n, why in r.notes.items()]
