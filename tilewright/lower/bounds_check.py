@@ -176,11 +176,12 @@ def _replace(e: Expr, key, value: Expr) -> Expr:
     return transform(e, fn)
 
 
-def _relevant(index: Expr, facts: tuple) -> list:
+def _relevant(index: Expr, facts: tuple, variables) -> list:
     """The guards that share a variable with `index`, directly or through other such guards: the
-    others cannot narrow it (a dispatch chain's `e == k` around a load indexed by other loops)."""
-    wanted = {id(v) for v in free_vars(index)}
-    rest = [(n, {id(v) for v in free_vars(f)}) for n, f in enumerate(facts)]
+    others cannot narrow it (a dispatch chain's `e == k` around a load indexed by other loops).
+    `variables(e)`: the ids of `e`'s free variables."""
+    wanted = set(variables(index))
+    rest = [(n, variables(f)) for n, f in enumerate(facts)]
     chosen: set[int] = set()
     grew = True
     while grew:
@@ -201,6 +202,10 @@ class _Checker:
         self.memo: dict = {}  # equal indices under equal guards and ranges (a dispatch chain's many loads)
         self.seen: set = set()  # (node, guards) pairs checked in the current expression
         self.held: list = []  # the guard tuples keyed by id in `seen`, kept alive while it holds them
+        # per expression, by id (the node held): its free variables by id, and whether it reads data;
+        # a dispatch chain asks this of the same guards and indices thousands of times
+        self.vars_of: dict = {}
+        self.linear_of: dict = {}  # _linear's results (see there)
 
     def stmt(self, s: Stmt, ranges: Ranges, facts: tuple, writer: str | None) -> None:
         if isinstance(s, For):
@@ -269,7 +274,7 @@ class _Checker:
             if index.dtype.lanes != 1:
                 continue  # vector indices appear only after vectorize, which runs later
             b = self.range_of(index, ranges, facts)
-            gather = any(isinstance(x, Load) for x in walk(index))
+            gather = self._gathers(index)
             if gather and (b is None or b[0] < 0 or b[1] >= n):
                 raise LoweringError(
                     f"{what} at an index read from data: axis {d} index `{index}` cannot be proved inside "
@@ -281,15 +286,45 @@ class _Checker:
                     f"outside the valid [0, {n}) (0..{n - 1}); guard the access with tw.if_then_else, "
                     f"pad the tensor or shrink the axis")
 
+    def _vars(self, e: Expr) -> tuple[frozenset, dict]:
+        hit = self.vars_of.get(id(e))
+        if hit is None or hit[0] is not e:
+            found = {id(v): v for v in free_vars(e)}
+            hit = self.vars_of[id(e)] = (e, frozenset(found), found)
+        return hit[1], hit[2]
+
+    def variables(self, e: Expr) -> frozenset:
+        return self._vars(e)[0]
+
+    def _gathers(self, index: Expr) -> bool:
+        key = ("gathers", id(index))
+        hit = self.vars_of.get(key)
+        if hit is None or hit[0] is not index:
+            hit = self.vars_of[key] = (index, any(isinstance(x, Load) for x in walk(index)))
+        return hit[1]
+
     def range_of(self, index: Expr, ranges: Ranges, facts: tuple) -> tuple[int, int] | None:
         """Union over the min/max cases of the index's bounds; None when unknown."""
-        relevant = _relevant(index, facts)
-        used = {id(v): v for e in (index, *relevant) for v in free_vars(e)}
+        relevant = _relevant(index, facts, self.variables)
+        used = {i: v for e in (index, *relevant) for i, v in self._vars(e)[1].items()}
         key = (structural_key(index), tuple(structural_key(f) for f in relevant),
                tuple(sorted((structural_key(v), ranges.get(i)) for i, v in used.items())))
         if key not in self.memo:
             self.memo[key] = self._range_of(index, relevant, ranges)
         return self.memo[key]
+
+    def _linear(self, e: Expr, ranges: Ranges, simplified: bool = True) -> Linear:
+        """`_linear`, remembered by structure and the ranges of the variables it uses (the guards
+        of a dispatch chain are linearized again for each index they enclose)."""
+        if not simplified:
+            key = ("raw", structural_key(e))
+        else:
+            key = (structural_key(e), tuple(sorted((structural_key(v), ranges.get(i))
+                                                   for i, v in self._vars(e)[1].items())))
+        hit = self.linear_of.get(key)
+        if hit is None:
+            hit = self.linear_of[key] = _linear(e, ranges, simplified)
+        return hit
 
     def _range_of(self, index: Expr, facts: list, ranges: Ranges) -> tuple[int, int] | None:
         cases = [(index, list(facts))]
@@ -308,7 +343,7 @@ class _Checker:
             cases = split
         lo = hi = None
         for e, fs in cases:
-            lin_facts = [_linear(f, ranges) for f in fs]
+            lin_facts = [self._linear(f, ranges) for f in fs]
             r = _tighten(ranges, lin_facts)
             if r is None:
                 continue  # this case cannot happen
@@ -317,8 +352,8 @@ class _Checker:
             # Every pairing of the index and the guards, simplified under the loop ranges or the ranges the
             # guards tighten, or not at all, gives sound bounds; their intersection is the tightest. (Simplify
             # may split a quotient apart, or, under tightened ranges, drop a `% c` the guards still spell.)
-            index_forms = (_linear(e, r), _linear(e, r, False))
-            fact_forms = (lin_facts, [_linear(f, r) for f in fs], [_linear(f, r, False) for f in fs])
+            index_forms = (self._linear(e, r), self._linear(e, r, False))
+            fact_forms = (lin_facts, [self._linear(f, r) for f in fs], [self._linear(f, r, False) for f in fs])
             found = [x for lin in index_forms for facts_ in fact_forms
                      if (x := _index_bounds(lin, facts_, r)) is not None]
             if not found:
