@@ -46,10 +46,14 @@ class Module:
         task_of = {g: t for t in tasks for g in t.groups}
         key_of = {g.name: g.name if g.name in kernels else task_of[g.name].key
                   for g in partition.groups if not g.is_view}
-        self._workspace = {f"{g}.workspace{n}": nbytes for g, key in key_of.items()
-                           for n, nbytes in enumerate(workspaces.get(key, ()))}
+        # each group's temporaries, named '<group>.workspace<n>', and their bytes
+        self._workspace_of = {g: tuple(f"{g}.workspace{n}" for n in range(len(workspaces.get(key, ()))))
+                              for g, key in key_of.items()}
+        self._workspace = {w: nbytes for g, key in key_of.items()
+                           for w, nbytes in zip(self._workspace_of[g], workspaces.get(key, ()))}
         at = {g.name: i for i, g in enumerate(partition.groups)}
-        self.plan = plan_memory(partition, {w: (at[w.rsplit(".", 1)[0]], n) for w, n in self._workspace.items()})
+        self.plan = plan_memory(partition, {w: (at[g], self._workspace[w]) for g, names in self._workspace_of.items()
+                                            for w in names})
         self.kernels = kernels
         graph = self.graph
         # kept once: the graph's own arrays where already dense and of the right dtype
@@ -83,7 +87,7 @@ class Module:
                 values = tuple(values[i] for i in order)
             if fill is not None:
                 values = tuple(values) + self._fill_packs(g.name, fill, values)
-            values = tuple(values) + tuple(w for w in self._workspace if w.rsplit(".", 1)[0] == g.name)
+            values = tuple(values) + self._workspace_of[g.name]
             step = Step(g, task, values)
             ptrs = (ctypes.c_void_p * len(values))()
             for slot, v in enumerate(values):
