@@ -63,3 +63,21 @@ def test_per_thread_and_small_temporaries_stay():
     func = lowered(s, args)
     assert [b.name for b in lift_workspace(func, 0)[1]] == ["P"]
     assert lift_workspace(func, 258 * 4) == (func, ())  # not more than the limit: it stays on the stack
+
+
+def test_a_buffer_allocated_twice_is_one_argument():
+    """The copies of an unrolled loop allocate the same buffer one after another: one argument serves both."""
+    from tilewright.ir import arith
+    from tilewright.ir.dtype import float32
+    from tilewright.ir.expr import Load
+    from tilewright.ir.stmt import Buffer, Store, seq
+    from tilewright.lower.lower import LoweredFunc
+
+    A, T = Buffer("A", (4096,), float32), Buffer("T", (4096,), float32)
+
+    def copy(dst, src):
+        return Store(dst, (arith.const(0),), Load(src, (arith.const(0),), float32))
+
+    body = seq(Allocate(T, seq(copy(T, A), copy(A, T))), Allocate(T, seq(copy(T, A), copy(A, T))))
+    func, lifted = lift_workspace(LoweredFunc("twice", (A,), body), 1024)
+    assert lifted == (T,) and func.args == (A, T) and not allocated(func)

@@ -29,7 +29,8 @@ def lift_workspace(func, min_bytes: int):
             body = walk(s.body, parallel)
             b = s.buffer
             if not parallel and not s.register_lanes and b.size * b.dtype.bytes > min_bytes:
-                lifted.append(b)
+                if all(x is not b for x in lifted):  # an unrolled loop allocates the same buffer in each copy
+                    lifted.append(b)
                 return body
             return replace(s, body=body)
         if isinstance(s, For):
