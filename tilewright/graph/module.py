@@ -44,16 +44,19 @@ class Module:
         fills, workspaces = fills or {}, workspaces or {}
         self.partition, self.graph, self.tasks, self.target = partition, partition.graph, tasks, target
         task_of = {g: t for t in tasks for g in t.groups}
+        # the key of each group's kernel: its own where its arguments do not map onto its task's
         key_of = {g.name: g.name if g.name in kernels else task_of[g.name].key
                   for g in partition.groups if not g.is_view}
-        # each group's temporaries, named '<group>.workspace<n>', and their bytes
-        self._workspace_of = {g: tuple(f"{g}.workspace{n}" for n in range(len(workspaces.get(key, ()))))
-                              for g, key in key_of.items()}
-        self._workspace = {w: nbytes for g, key in key_of.items()
-                           for w, nbytes in zip(self._workspace_of[g], workspaces.get(key, ()))}
-        at = {g.name: i for i, g in enumerate(partition.groups)}
-        self.plan = plan_memory(partition, {w: (at[g], self._workspace[w]) for g, names in self._workspace_of.items()
-                                            for w in names})
+        self._workspace: dict[str, int] = {}  # '<group>.workspace<n>' -> bytes
+        self._workspace_of: dict[str, tuple[str, ...]] = {}  # group -> its temporaries' names, in argument order
+        live_at: dict[str, tuple[int, int]] = {}
+        for i, g in enumerate(partition.groups):
+            if g.name in key_of:
+                sizes = workspaces.get(key_of[g.name], ())
+                self._workspace_of[g.name] = tuple(f"{g.name}.workspace{n}" for n in range(len(sizes)))
+                for w, nbytes in zip(self._workspace_of[g.name], sizes):
+                    self._workspace[w], live_at[w] = nbytes, (i, nbytes)
+        self.plan = plan_memory(partition, live_at)
         self.kernels = kernels
         graph = self.graph
         # kept once: the graph's own arrays where already dense and of the right dtype
@@ -80,11 +83,10 @@ class Module:
                 continue
             task, prog = task_of[g.name], programs[g.name]
             values = prog.input_values + prog.output_values
-            kernel, fill = kernels.get(g.name), fills.get(g.name)
-            if kernel is None:
-                order = task.arg_order(prog)
-                kernel, fill = kernels[task.key], fills.get(task.key)
-                values = tuple(values[i] for i in order)
+            key = key_of[g.name]
+            kernel, fill = kernels[key], fills.get(key)
+            if key != g.name:
+                values = tuple(values[i] for i in task.arg_order(prog))
             if fill is not None:
                 values = tuple(values) + self._fill_packs(g.name, fill, values)
             values = tuple(values) + self._workspace_of[g.name]

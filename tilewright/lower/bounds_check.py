@@ -181,7 +181,7 @@ def _relevant(index: Expr, facts: tuple, variables) -> list:
     others cannot narrow it (a dispatch chain's `e == k` around a load indexed by other loops).
     `variables(e)`: the ids of `e`'s free variables."""
     wanted = set(variables(index))
-    rest = [(n, variables(f)) for n, f in enumerate(facts)]
+    rest = [(n, set(variables(f))) for n, f in enumerate(facts)]
     chosen: set[int] = set()
     grew = True
     while grew:
@@ -202,9 +202,10 @@ class _Checker:
         self.memo: dict = {}  # equal indices under equal guards and ranges (a dispatch chain's many loads)
         self.seen: set = set()  # (node, guards) pairs checked in the current expression
         self.held: list = []  # the guard tuples keyed by id in `seen`, kept alive while it holds them
-        # per expression, by id (the node held): its free variables by id, and whether it reads data;
-        # a dispatch chain asks this of the same guards and indices thousands of times
+        # per expression, by id (the node held): its free variables, whether it reads data; a
+        # dispatch chain asks this of the same guards and indices thousands of times
         self.vars_of: dict = {}
+        self.gathers_of: dict = {}
         self.linear_of: dict = {}  # _linear's results (see there)
 
     def stmt(self, s: Stmt, ranges: Ranges, facts: tuple, writer: str | None) -> None:
@@ -286,27 +287,27 @@ class _Checker:
                     f"outside the valid [0, {n}) (0..{n - 1}); guard the access with tw.if_then_else, "
                     f"pad the tensor or shrink the axis")
 
-    def _vars(self, e: Expr) -> tuple[frozenset, dict]:
+    def _vars(self, e: Expr) -> dict:
+        """`e`'s free variables by id, remembered per node."""
         hit = self.vars_of.get(id(e))
         if hit is None or hit[0] is not e:
-            found = {id(v): v for v in free_vars(e)}
-            hit = self.vars_of[id(e)] = (e, frozenset(found), found)
-        return hit[1], hit[2]
+            hit = self.vars_of[id(e)] = (e, {id(v): v for v in free_vars(e)})
+        return hit[1]
 
-    def variables(self, e: Expr) -> frozenset:
-        return self._vars(e)[0]
+    def variables(self, e: Expr):
+        return self._vars(e).keys()
 
     def _gathers(self, index: Expr) -> bool:
-        key = ("gathers", id(index))
-        hit = self.vars_of.get(key)
+        """Whether `index` reads data, remembered per node."""
+        hit = self.gathers_of.get(id(index))
         if hit is None or hit[0] is not index:
-            hit = self.vars_of[key] = (index, any(isinstance(x, Load) for x in walk(index)))
+            hit = self.gathers_of[id(index)] = (index, any(isinstance(x, Load) for x in walk(index)))
         return hit[1]
 
     def range_of(self, index: Expr, ranges: Ranges, facts: tuple) -> tuple[int, int] | None:
         """Union over the min/max cases of the index's bounds; None when unknown."""
         relevant = _relevant(index, facts, self.variables)
-        used = {i: v for e in (index, *relevant) for i, v in self._vars(e)[1].items()}
+        used = {i: v for e in (index, *relevant) for i, v in self._vars(e).items()}
         key = (structural_key(index), tuple(structural_key(f) for f in relevant),
                tuple(sorted((structural_key(v), ranges.get(i)) for i, v in used.items())))
         if key not in self.memo:
@@ -320,7 +321,7 @@ class _Checker:
             key = ("raw", structural_key(e))
         else:
             key = (structural_key(e), tuple(sorted((structural_key(v), ranges.get(i))
-                                                   for i, v in self._vars(e)[1].items())))
+                                                   for i, v in self._vars(e).items())))
         hit = self.linear_of.get(key)
         if hit is None:
             hit = self.linear_of[key] = _linear(e, ranges, simplified)
