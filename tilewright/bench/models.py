@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from ..records import Records
+from ..runtime.aligned import aligned_copy
 from .flextensor import bench_target
 from .model_baselines import eager, inductor, onnxruntime, torch_peak_activation_bytes
 from .report import geomean, pyplot
@@ -79,7 +80,7 @@ def run_model(name: str, trials: int, threads: int, records: Records, reduced: b
     spec = MODELS[name]
     model = spec.build(reduced=reduced).eval()
     shape = spec.reduced_shape if reduced else spec.input_shape
-    x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+    x = aligned_copy(np.random.default_rng(seed).standard_normal(shape).astype(np.float32))  # as torch's
     row = ModelResult(name, tuple(shape), layout=layout, trials=trials)
     torch.set_num_threads(threads)
     with torch.no_grad():

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .memory_plan import ALIGN
+from ..runtime.aligned import aligned_zeros
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,7 @@ class PackFill:
     def run(self, arrays: list) -> list[np.ndarray]:
         """The packed arrays for one group, whose kernel arguments are `arrays` (original
         order; only the constants among them are read)."""
-        packed = [_aligned_empty(p.buffer.size, p.buffer.dtype.name) for p in self.hoisted.packs]
+        packed = [aligned_zeros(p.buffer.size, p.buffer.dtype.name) for p in self.hoisted.packs]
         full = list(arrays) + packed
         self.kernel(*[full[i] for i in self.hoisted.pack_args])
         return packed
@@ -57,14 +57,6 @@ def build_kernel(args: list, constant_positions: set[int], target, name: str):
     verify(hoisted.pack)
     return (backend.build_func(kernel, target), PackFill(backend.build_func(hoisted.pack, target), hoisted),
             workspace)
-
-
-def _aligned_empty(size: int, dtype: str) -> np.ndarray:
-    """A zero-filled 1-D array whose data starts on an ALIGN-byte boundary."""
-    dt = np.dtype(dtype)
-    raw = np.zeros(size * dt.itemsize + ALIGN, np.uint8)
-    start = (-raw.ctypes.data) % ALIGN
-    return raw[start:start + size * dt.itemsize].view(dt)
 
 
 __all__ = ["PackFill", "build_kernel"]

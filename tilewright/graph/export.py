@@ -17,8 +17,8 @@ import numpy as np
 
 from ..build.cc import compile_flags, link_libraries
 from ..errors import BuildError
+from ..runtime.aligned import ALIGN
 from .lower_te import sanitize
-from .memory_plan import ALIGN
 
 _INCLUDES = ("#define _GNU_SOURCE\n#include <dlfcn.h>\n#include <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n"
              "#include <string.h>\n#include \"model.h\"\n")

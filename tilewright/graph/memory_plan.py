@@ -15,10 +15,9 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
+from ..runtime.aligned import ALIGN
 from .partition import Partition
 from .views import concat_offsets, slice_offset
-
-ALIGN = 64
 
 
 def _aligned(n: int) -> int:

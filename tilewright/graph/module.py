@@ -12,9 +12,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import MeasureError, ShapeError
+from ..runtime.aligned import aligned_zeros
 from ..stats import median
 from .lower_te import GroupProgram
-from .memory_plan import ALIGN, plan_memory
+from .memory_plan import plan_memory
 from .native import Sequence, dispatch_overhead, entry_point
 from .partition import Group, Partition
 from .tasks import Task, constant_positions, extract_tasks, lower_partition
@@ -62,9 +63,7 @@ class Module:
         # kept once: the graph's own arrays where already dense and of the right dtype
         self.constants = {k: np.require(np.asarray(v, dtype=graph.type_of(k).dtype), requirements="C")
                           for k, v in graph.constants.items()}
-        self._arena_raw = np.zeros(self.plan.peak_bytes + ALIGN, np.uint8)
-        start = (-self._arena_raw.ctypes.data) % ALIGN
-        self.arena = self._arena_raw[start:start + self.plan.peak_bytes]
+        self.arena = aligned_zeros(self.plan.peak_bytes, np.uint8)
         self._static: dict[str, np.ndarray] = dict(self.constants)
         self.packed: dict[str, np.ndarray] = {}  # constants packed once for a kernel (_fill_packs)
         for v, b in self.plan.buffers.items():

@@ -12,6 +12,8 @@ import sys
 
 import numpy as np
 
+from .aligned import aligned_copy
+
 MIN_COST_S = 1e-7  # a time below the clock's resolution still ranks, and never divides by zero
 FLUSHED_SAMPLES = 5  # single calls timed after a cache flush (each is noisier than a back-to-back run)
 
@@ -56,9 +58,10 @@ def unusable_reference(ref) -> str | None:
 
 
 def load_data(config: dict) -> tuple[list, list]:
-    """The measurer's arrays (inputs, then outputs) and reference outputs, from its data directory."""
+    """The measurer's arrays (inputs, then outputs; on 64-byte boundaries, as a model's arena places
+    them) and reference outputs, from its data directory."""
     d, n_in, n_out = config["data_dir"], config["n_inputs"], len(config["tolerances"])
-    arrays = [np.load(os.path.join(d, f"arg{n}.npy")) for n in range(n_in + n_out)]
+    arrays = [aligned_copy(np.load(os.path.join(d, f"arg{n}.npy"))) for n in range(n_in + n_out)]
     return arrays, [np.load(os.path.join(d, f"ref{n}.npy")) for n in range(n_out)]
 
 
