@@ -142,3 +142,21 @@ def test_large_local_intermediate_runs(tmp_path):
         print("OK")
     """, tmp_path)
     assert_ok(proc)
+
+
+@pytest.mark.parametrize("n, large", [(600, True), (300, False)])  # 1.4 MB and 360 KB intermediates
+def test_large_heap_buffers_start_on_huge_pages(rng, n, large):
+    """A heap buffer of 1 MB or more is allocated on a 2 MB boundary with huge pages asked for (where it
+    landed on 4 KB pages, malloc's state set a tuned kernel's speed); smaller ones stay 64-byte aligned."""
+    from oracle import check_kernel
+
+    import tilewright as tw
+
+    A = tw.placeholder((n, n), "float32", name="A")
+    B = tw.compute((n, n), lambda i, j: A[i, j] * 2, name="B")
+    C = tw.compute((n, n), lambda i, j: B[i, j] + 1, name="C")
+    s = tw.create_schedule(C)
+    s.cache_write(B, "global")
+    src = check_kernel(s, [A, C], rng).source
+    assert ("tw_alloc_large(" in src.split("int32_t kernel(")[1]) is large
+    assert ("aligned_alloc(64," in src) is not large
