@@ -11,28 +11,12 @@ from ..ir.dtype import DType
 from ..ir.expr import Binary, BinOp, Broadcast, Call, Cast, Compare, Intrinsic, Load, Ramp, Select
 from ..ir.stmt import Allocate, Fence, For, ForKind, Store
 from .base import CRenderer
+from .heap import ALLOC_LARGE, LARGE_BYTES, workspaces
 from .strided import SHUFFLE_MACRO, scatter_helper, strided_load_helper
 from .transpose import TransposeNest, transpose_helper, transpose_nest
 from .vector_math import mvec_symbol
 
 STACK_LIMIT = 64 * 1024  # bytes; larger buffers go to the heap
-# Heap buffers from this size on start on a huge-page boundary and ask for huge pages: whether a
-# 3 MB padded input the kernel re-reads landed on them or on 4 KB pages (which malloc's state
-# decided) moved a tuned kernel 8.2 <-> 11-12 ms on Zen 4 (T1D yolo_conv4_t1d), so the tuner
-# measured one and the benchmark another.
-LARGE_BYTES = 1 << 20
-HUGE_PAGE = 2 << 20
-_ALLOC_LARGE = r"""#if defined(__linux__)
-#include <sys/mman.h>
-#endif
-static void *tw_alloc_large(size_t bytes) {
-  size_t size = (bytes + HUGE - 1) / HUGE * HUGE;
-  void *p = aligned_alloc(HUGE, size);
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-  if (p) madvise(p, size, MADV_HUGEPAGE);
-#endif
-  return p;
-}""".replace("HUGE", str(HUGE_PAGE))
 
 _PRELUDE = r"""#include <math.h>
 #include <stdbool.h>
@@ -72,6 +56,8 @@ class CCodeGen(CRenderer):
         super().__init__()
         self.vector_types: dict[str, str] = {}
         self.vector_bytes = vector_bytes
+        self.parallel_depth = 0  # parallel loops around the statement being rendered
+        self.workspace_slots = 0  # large per-call buffers kept between calls (codegen/heap.py)
 
     # ---- vectors ----------------------------------------------------------
     def vector_type(self, d: DType) -> str:
@@ -242,6 +228,15 @@ class CCodeGen(CRenderer):
 
     # ---- statements -------------------------------------------------------
     def stmt_For(self, s: For) -> None:
+        if s.kind is ForKind.PARALLEL:  # buffers allocated inside belong to one thread's iteration
+            self.parallel_depth += 1
+            try:
+                return self._for(s)
+            finally:
+                self.parallel_depth -= 1
+        return self._for(s)
+
+    def _for(self, s: For) -> None:
         nest = transpose_nest(s, self.vector_bytes // 4) if self.vector_bytes else None
         if nest is None or id(nest.store.buffer) in self.promoted or id(nest.store.value.tensor) in self.promoted:
             return super().stmt_For(s)
@@ -296,10 +291,15 @@ class CCodeGen(CRenderer):
         self.emit("{")
         self.depth += 1
         heap = nbytes > STACK_LIMIT  # whatever the scope: a big "local" buffer would overflow the stack
+        kept = False
         if heap:  # failure sets a flag instead of returning: a return may not leave an OpenMP loop
             size = -(-nbytes // 64) * 64
-            if nbytes >= LARGE_BYTES:
-                self.helpers.setdefault("tw_alloc_large", _ALLOC_LARGE)
+            kept = nbytes >= LARGE_BYTES and not self.parallel_depth  # once per call: kept (codegen/heap.py)
+            if kept:
+                self.emit(f"{t} *restrict {name} = ({t} *)tw_workspace({self.workspace_slots}, {size});")
+                self.workspace_slots += 1
+            elif nbytes >= LARGE_BYTES:
+                self.helpers.setdefault("tw_alloc_large", ALLOC_LARGE)
                 self.emit(f"{t} *restrict {name} = ({t} *)tw_alloc_large({size});")
             else:
                 self.emit(f"{t} *restrict {name} = ({t} *)aligned_alloc(64, {size});")
@@ -309,7 +309,8 @@ class CCodeGen(CRenderer):
             self.emit(f"{t} {name}[{b.size}] __attribute__((aligned(64)));")
         self.stmt(s.body)
         if heap:
-            self.emit(f"free({name});")
+            if not kept:
+                self.emit(f"free({name});")
             self.depth -= 1
             self.emit("}")
         self.depth -= 1
@@ -368,6 +369,7 @@ class CCodeGen(CRenderer):
         parts += list(self.vector_types.values())
         parts += list(self.helpers.values())
         parts.append("static volatile int32_t tw_alloc_failed;")
+        parts.append(workspaces(self.workspace_slots))
         parts += definitions
         parts.append(f"int32_t tw_call(void **tw_args) {{ return {call}; }}")
         parts.append(

@@ -139,6 +139,7 @@ def export_module(module, directory) -> Path:
         c = src / f"{sym}.c"
         c.write_text(kernel.source)
         renames = [f"-Dtw_call={sym}_call", f"-Dtw_time={sym}_time", f"-Dtw_set_num_threads={sym}_set_num_threads",
+                   f"-Dtw_release={sym}_release",
                    f"-D{kernel._source.kernel_name}={sym}_fn"]
         _run([target.compiler, *flags, *renames, "-c", str(c), "-o", str(c.with_suffix(".o"))])
         objects.append(str(c.with_suffix(".o")))

@@ -122,6 +122,9 @@ def serve(stdin, stdout) -> None:
                 per_call = lambda number, lib=lib: lib.tw_time(ptrs, number)  # noqa: E731
                 reply = timed_reply(per_call, req) if junk is None else flushed_reply(
                     per_call, lambda: junk.fill(1.0), req)
+        release = getattr(lib, "tw_release", None)  # the buffers a kernel keeps between calls
+        if release is not None:
+            release()
         stdout.write(json.dumps(reply) + "\n")
         stdout.flush()
 
