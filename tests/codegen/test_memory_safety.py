@@ -171,6 +171,11 @@ def test_large_per_call_buffers_are_kept_on_huge_pages(rng, n, large):
         np.testing.assert_allclose(c, a * 2 + 1, rtol=1e-6)
         if release:
             k._lib.tw_release()  # as the runner does after timing a library
+    twin = tw.build(s, [A, C])  # the same library: a kernel dropped releases this thread's buffers
+    del k
+    c = np.zeros((n, n), np.float32)
+    twin(a, c)
+    np.testing.assert_allclose(c, a * 2 + 1, rtol=1e-6)
 
 
 def test_large_buffers_of_parallel_iterations_are_allocated_per_iteration(rng):

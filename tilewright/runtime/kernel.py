@@ -65,6 +65,13 @@ class Kernel:
     def set_num_threads(self, n: int) -> None:
         self._lib.tw_set_num_threads(int(n))
 
+    def __del__(self):
+        # the large buffers this thread's calls kept (codegen/heap.py); a kernel sharing the library
+        # maps them again at its next call
+        release = getattr(getattr(self, "_lib", None), "tw_release", None)
+        if release is not None:
+            release()
+
     def _pack(self, arrays) -> ctypes.Array:
         bufs = self.func.args
         if len(arrays) != len(bufs):
