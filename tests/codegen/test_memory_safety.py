@@ -164,6 +164,7 @@ def test_large_per_call_buffers_are_kept_on_huge_pages(rng, n, large):
     k = check_kernel(s, [A, C], rng)
     body = k.source.split("int32_t kernel(")[1]
     assert ("tw_workspace(0, " in body) is large and ("aligned_alloc(64," in body) is not large
+    assert ("madvise(p, size, MADV_HUGEPAGE)" in k.source) is large  # the advice, under its own guard
     a = rng.standard_normal((n, n)).astype(np.float32)
     for release in (False, True, False):
         c = np.zeros((n, n), np.float32)
@@ -189,5 +190,7 @@ def test_large_buffers_of_parallel_iterations_are_allocated_per_iteration(rng):
     AA = s.cache_read(A, "global", [C])
     s[AA].compute_at(s[C], C.op.axis[0])
     s[C].parallel(C.op.axis[0])
-    body = check_kernel(s, [A, C], rng).source.split("int32_t kernel(")[1]
+    src = check_kernel(s, [A, C], rng).source
+    body = src.split("int32_t kernel(")[1]
     assert "tw_alloc_large(" in body and "tw_workspace(" not in body
+    assert "defined(MADV_HUGEPAGE)" in src and "tw_advise_huge(p, size)" in src

@@ -11,7 +11,7 @@ from ..ir.dtype import DType
 from ..ir.expr import Binary, BinOp, Broadcast, Call, Cast, Compare, Intrinsic, Load, Ramp, Select
 from ..ir.stmt import Allocate, Fence, For, ForKind, Store
 from .base import CRenderer
-from .heap import ALLOC_LARGE, LARGE_BYTES, workspaces
+from .heap import ALLOC_LARGE, HUGE_PAGES, LARGE_BYTES, workspaces
 from .strided import SHUFFLE_MACRO, scatter_helper, strided_load_helper
 from .transpose import TransposeNest, transpose_helper, transpose_nest
 from .vector_math import mvec_symbol
@@ -228,13 +228,10 @@ class CCodeGen(CRenderer):
 
     # ---- statements -------------------------------------------------------
     def stmt_For(self, s: For) -> None:
-        if s.kind is ForKind.PARALLEL:  # buffers allocated inside belong to one thread's iteration
-            self.parallel_depth += 1
-            try:
-                return self._for(s)
-            finally:
-                self.parallel_depth -= 1
-        return self._for(s)
+        inside = s.kind is ForKind.PARALLEL  # buffers allocated inside belong to one thread's iteration
+        self.parallel_depth += inside
+        self._for(s)
+        self.parallel_depth -= inside
 
     def _for(self, s: For) -> None:
         nest = transpose_nest(s, self.vector_bytes // 4) if self.vector_bytes else None
@@ -295,6 +292,8 @@ class CCodeGen(CRenderer):
         if heap:  # failure sets a flag instead of returning: a return may not leave an OpenMP loop
             size = -(-nbytes // 64) * 64
             kept = nbytes >= LARGE_BYTES and not self.parallel_depth  # once per call: kept (codegen/heap.py)
+            if nbytes >= LARGE_BYTES:
+                self.helpers.setdefault("tw_huge", HUGE_PAGES)
             if kept:
                 self.emit(f"{t} *restrict {name} = ({t} *)tw_workspace({self.workspace_slots}, {size});")
                 self.workspace_slots += 1

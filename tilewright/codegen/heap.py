@@ -15,37 +15,38 @@ from __future__ import annotations
 LARGE_BYTES = 1 << 20
 HUGE_PAGE = 2 << 20
 
-_MMAN = """#if defined(__linux__)
+HUGE_PAGES = rf"""#if defined(__linux__)
 #include <sys/mman.h>
-#endif"""
-
-ALLOC_LARGE = _MMAN + r"""
-static void *tw_alloc_large(size_t bytes) {
-  size_t size = (bytes + HUGE - 1) / HUGE * HUGE;
-  void *p = aligned_alloc(HUGE, size);
+#endif
+#define TW_HUGE {HUGE_PAGE}
+static size_t tw_huge_size(size_t bytes) {{ return (bytes + TW_HUGE - 1) / TW_HUGE * TW_HUGE; }}
+static void tw_advise_huge(void *p, size_t size) {{
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
   if (p) madvise(p, size, MADV_HUGEPAGE);
 #endif
-  return p;
-}""".replace("HUGE", str(HUGE_PAGE))
+}}"""
 
-_WORKSPACES = _MMAN + r"""
-static _Thread_local struct { char *at; void *map; size_t len; } tw_ws[SLOTS];
+ALLOC_LARGE = r"""static void *tw_alloc_large(size_t bytes) {
+  size_t size = tw_huge_size(bytes);
+  void *p = aligned_alloc(TW_HUGE, size);
+  tw_advise_huge(p, size);
+  return p;
+}"""
+
+_WORKSPACES = r"""static _Thread_local struct { char *at; void *map; size_t len; } tw_ws[SLOTS];
 static void *tw_workspace(int slot, size_t bytes) {
-  if (!tw_ws[slot].at) {
-    size_t size = (bytes + HUGE - 1) / HUGE * HUGE;
+  if (!tw_ws[slot].at) {  /* fresh pages: memory the process touched before may be on 4 KB ones */
+    size_t size = tw_huge_size(bytes);
 #if defined(__linux__)
-    void *m = mmap(NULL, size + HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *m = mmap(NULL, size + TW_HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED) return NULL;
     tw_ws[slot].map = m;
-    tw_ws[slot].len = size + HUGE;
-    tw_ws[slot].at = (char *)(((uintptr_t)m + HUGE - 1) / HUGE * HUGE);
-#ifdef MADV_HUGEPAGE
-    madvise(tw_ws[slot].at, size, MADV_HUGEPAGE);
-#endif
+    tw_ws[slot].len = size + TW_HUGE;
+    tw_ws[slot].at = (char *)(((uintptr_t)m + TW_HUGE - 1) / TW_HUGE * TW_HUGE);
 #else
-    tw_ws[slot].map = tw_ws[slot].at = (char *)aligned_alloc(HUGE, size);
+    tw_ws[slot].map = tw_ws[slot].at = (char *)aligned_alloc(TW_HUGE, size);
 #endif
+    tw_advise_huge(tw_ws[slot].at, size);
   }
   return tw_ws[slot].at;
 }
@@ -65,7 +66,7 @@ void tw_release(void) {
 
 def workspaces(slots: int) -> str:
     """The per-thread table of `slots` kept buffers, `tw_workspace` and `tw_release` (which every
-    library exports: with no slots it does nothing)."""
+    library exports: with no slots it does nothing). Needs HUGE_PAGES among the helpers."""
     if not slots:
         return "void tw_release(void) {}"
-    return _WORKSPACES.replace("SLOTS", str(slots)).replace("HUGE", str(HUGE_PAGE))
+    return _WORKSPACES.replace("SLOTS", str(slots))
