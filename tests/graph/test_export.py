@@ -117,7 +117,7 @@ def test_kernel_temporaries_lie_in_the_arena(tmp_path, runner):
         pytest.skip("the pinned AVX2 target does not run on this host")
     graph = conv_bias_relu(c=32, o=32, h=28, w=28)
     module = build_module(partition(graph), AVX2)
-    (name, nbytes), = module._workspace.items()
+    (name, (_, nbytes)), = module._workspace.items()  # (its step, bytes)
     assert nbytes == 32 * 30 * 30 * 4 and name in module.plan.buffers and name in module.steps[0].values
     assert "aligned_alloc" not in module._step_kernels[0].source
     assert module.peak_bytes < module.plan.peak_bytes + sum(t.nbytes for t in module.output_types) + nbytes

@@ -48,16 +48,14 @@ class Module:
         # the key of each group's kernel: its own where its arguments do not map onto its task's
         key_of = {g.name: g.name if g.name in kernels else task_of[g.name].key
                   for g in partition.groups if not g.is_view}
-        self._workspace: dict[str, int] = {}  # '<group>.workspace<n>' -> bytes
+        self._workspace: dict[str, tuple[int, int]] = {}  # '<group>.workspace<n>' -> (its step, bytes)
         self._workspace_of: dict[str, tuple[str, ...]] = {}  # group -> its temporaries' names, in argument order
-        live_at: dict[str, tuple[int, int]] = {}
         for i, g in enumerate(partition.groups):
             if g.name in key_of:
                 sizes = workspaces.get(key_of[g.name], ())
                 self._workspace_of[g.name] = tuple(f"{g.name}.workspace{n}" for n in range(len(sizes)))
-                for w, nbytes in zip(self._workspace_of[g.name], sizes):
-                    self._workspace[w], live_at[w] = nbytes, (i, nbytes)
-        self.plan = plan_memory(partition, live_at)
+                self._workspace.update((w, (i, nbytes)) for w, nbytes in zip(self._workspace_of[g.name], sizes))
+        self.plan = plan_memory(partition, self._workspace)
         self.kernels = kernels
         graph = self.graph
         # kept once: the graph's own arrays where already dense and of the right dtype
@@ -68,7 +66,7 @@ class Module:
         self.packed: dict[str, np.ndarray] = {}  # constants packed once for a kernel (_fill_packs)
         for v, b in self.plan.buffers.items():
             if v in self._workspace:  # raw bytes, the kernel knows their type
-                self._static[v] = self.arena[b.offset:b.offset + self._workspace[v]]
+                self._static[v] = self.arena[b.offset:b.offset + self._workspace[v][1]]
                 continue
             t = graph.type_of(v)
             self._static[v] = self.arena[b.offset:b.offset + t.nbytes].view(t.dtype).reshape(t.shape)
