@@ -137,3 +137,30 @@ def test_target_strings_and_fingerprints():
     if preset is not None and "(preset)" in preset.gpu.name:
         assert preset.key.startswith("cuda-") and "sm_80" in preset.key
         assert preset.key != tw.Target("cuda -arch=sm_90").key
+
+
+@needs_opencl
+def test_bfloat16_candidates_are_measured_and_checked_as_numbers():
+    """The measurer stores bfloat16 as its uint16 bits; the device runner takes them as such and compares values."""
+    A = tw.placeholder((32, 16), "bfloat16", name="A")
+    B = tw.placeholder((16, 24), "bfloat16", name="B")
+    k = tw.reduce_axis(16, name="k")
+    C = tw.compute((32, 24), lambda i, j: tw.sum(A[i, k].astype("float32") * B[k, j].astype("float32"), axis=k),
+                   name="C")
+    D = tw.compute((32, 24), lambda i, j: C[i, j].astype("bfloat16"), name="D")
+    target = tw.Target("opencl")
+    backend = backend_for(target)
+    with Measurer([D], [A, B, D], target, backend, timeout=30) as m:
+        r, = m.measure([backend.default_schedule([D], target)])
+    assert r.ok, r.error_msg
+
+
+def test_bfloat16_outputs_are_compared_as_values_not_bits():
+    from tilewright.runtime.runner import check_outputs
+
+    def bits(x):
+        return (np.array(x, np.float32).view(np.uint32) >> 16).astype(np.uint16)
+
+    # 2.0 against 1.0 is 0x4000 against 0x3f80: under 1% apart as integers, a factor of two as numbers
+    assert "max abs error 1" in check_outputs([bits([2.0])], [bits([1.0])], [5e-2], ["bfloat16"])
+    assert check_outputs([bits([1.0078125])], [bits([1.0])], [5e-2], ["bfloat16"]) is None

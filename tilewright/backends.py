@@ -124,19 +124,21 @@ def _gpu_lower(s, args, name, target: Target):
 
     func = lower(s, args, name, registers=RegisterFile.of(target))
     validate_gpu_func(func)
-    check_launch_limits(func, target.gpu.max_threads_per_block, target.gpu.shared_mem_per_block)
+    g = target.gpu
+    check_launch_limits(func, g.max_threads_per_block, g.shared_mem_per_block, g.max_block_dims, g.max_grid_dims)
     return func
 
 
 def _load_cuda(func, module, artefact, target: Target):
-    """A kernel on the GPU, or, with none here, one that can be read and exported but not run."""
-    from .errors import MeasureError
+    """A kernel on the GPU, or, with none here, one that can be read and exported but not run. Any other
+    failure (a refused binary, a block over the register budget) is raised: it is the kernel's fault."""
     from .runtime.cuda import CudaKernel
+    from .runtime.cuda_driver import NoCudaDevice
     from .runtime.unrunnable import UnrunnableKernel
 
     try:
-        return CudaKernel(module, artefact.binary)
-    except MeasureError as exc:
+        return CudaKernel(module, artefact.binary, target.gpu.device)
+    except NoCudaDevice as exc:
         return UnrunnableKernel(module, artefact.path, str(exc))
 
 

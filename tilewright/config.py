@@ -5,6 +5,8 @@
 | TILEWRIGHT_CACHE_DIR   | compiled kernels (with their .c), records, logs  | $XDG_CACHE_HOME/tilewright |
 | TILEWRIGHT_CC          | C compiler (falls back to $CC, then `cc`)        | cc                         |
 | TILEWRIGHT_BUILD_CPUS  | CPUs the tuner compiles on, e.g. "2-15"          | the process's own          |
+| TILEWRIGHT_RUNNER_STDERR | file the measuring processes append their stderr | a temporary file, its tail |
+|                        | to (tracebacks of failed candidates)             | quoted when a runner dies  |
 """
 
 from __future__ import annotations
@@ -66,3 +68,8 @@ def cache_dir() -> Path:
 
 def c_compiler() -> str:
     return os.environ.get("TILEWRIGHT_CC") or os.environ.get("CC") or "cc"
+
+
+def runner_stderr_path() -> str | None:
+    """TILEWRIGHT_RUNNER_STDERR: where measuring processes append their stderr (None: a temporary file)."""
+    return os.environ.get("TILEWRIGHT_RUNNER_STDERR") or None

@@ -23,7 +23,7 @@ import pytest
 import tilewright as tw
 from tilewright.backends import backend_for
 from tilewright.build.opencl import opencl_available
-from tilewright.space.gpu import estimated_registers, fits, warp_fill
+from tilewright.space.gpu import block_registers, estimated_registers, fits, warp_fill
 from tilewright.space.gpu_model import describe, heuristic_points
 from tilewright.space.gpu_plan import fetch_region, shared_bytes, threads
 from tilewright.workloads.builders import suite_program
@@ -97,9 +97,25 @@ def test_defaults_and_samples_respect_the_device_and_lower(defaults):
             assert shared_bytes(plan, p) <= gpu.shared_mem_per_block, (key, str(p))
             if gpu.regs_per_thread:
                 assert estimated_registers(plan, p) <= gpu.regs_per_thread
+            if gpu.regs_per_block:
+                assert block_registers(plan, p) <= gpu.regs_per_block
             func = backend.lower(backend.apply(tensors[-1:], plan, p), tensors, "k", t)  # device limits checked
             assert func.body is not None
         assert "blocks" in describe(plan, default)
+
+
+def test_blocks_over_the_register_budget_are_outside_the_space():
+    """A block whose threads need more registers than the SM gives one block could not launch (or would spill
+    everything past 65536 / threads under its __launch_bounds__): the space leaves such points out."""
+    t = _targets()["sm_90"]
+    tensors = suite_program(*WORKLOADS["gemm_1024"])
+    space, plan = backend_for(t).space(tensors[-1:], t)
+    rng = random.Random(1)
+    points = [space.sample(rng) for _ in range(60)]
+    budget = 16384
+    assert any(block_registers(plan, p) > budget for p in points)  # the full budget admits such blocks
+    tight = replace(plan, target=replace(t, gpu=replace(t.gpu, regs_per_block=budget)))
+    assert not any(fits(tight, p) for p in points if block_registers(tight, p) > budget)
 
 
 def test_the_default_stages_reused_operands_in_shared_memory(defaults):
@@ -187,6 +203,9 @@ def test_cuda_defaults_compile_with_nvcc(defaults):
         backend = backend_for(t)
         kernel = backend.build(backend.apply(tensors[-1:], plan, p), tensors, t)
         assert "__shared__" in kernel.source and "__syncthreads" in kernel.source, key
+        binary = getattr(kernel, "binary", None) or kernel  # UnrunnableKernel without a GPU
+        if hasattr(binary, "spills"):
+            assert binary.spills == 0, (key, binary.resources)
 
 
 def _programs():

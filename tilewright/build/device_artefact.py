@@ -39,15 +39,20 @@ def write_artefact(directory, module: DeviceModule, binaries: dict[str, bytes | 
     return d
 
 
-def _cached(module: DeviceModule, target: Target, binaries: dict) -> Path:
+# Part of every cache key: a change of what an artefact holds must not reuse directories written before it.
+ARTEFACT_FORMAT = "device-artefact/2"  # 2: launch.json names the binary's arch, its compiler and the device
+
+
+def _cached(module: DeviceModule, target: Target, binaries: dict, extra: dict | None = None) -> Path:
     """The artefact's cache directory, written once (staged, then renamed into place)."""
-    key = content_key(module.source, json.dumps(module.descriptor(), sort_keys=True), target.key)
+    key = content_key(module.source, json.dumps(module.descriptor(), sort_keys=True), target.key, ARTEFACT_FORMAT,
+                      json.dumps(extra or {}, sort_keys=True))
     final = cached_dir(key, f"{module.dialect}-artefact")
     if (final / DESCRIPTOR).exists():
         return final
     try:
         tmp = staging_dir(key)
-        write_artefact(tmp, module, binaries)
+        write_artefact(tmp, module, binaries, extra)
         publish(tmp, final)
     except OSError as exc:
         raise BuildError(f"cannot write the device artefact {final}: {exc}; check that the cache directory is "
@@ -59,7 +64,8 @@ def compile_cuda_artefact(module: DeviceModule, target: Target, timeout: float =
     from .nvcc import compile_cuda
 
     binary = compile_cuda(module.source, target.gpu.arch, timeout=timeout)
-    d = _cached(module, target, {"kernel.ptx": binary.ptx, "kernel.cubin": binary.cubin})
+    d = _cached(module, target, {"kernel.ptx": binary.ptx, "kernel.cubin": binary.cubin},
+                {"arch": binary.arch, "compiler": binary.compiler, "device": target.gpu.device})
     return DeviceArtefact(d, module, binary)
 
 
@@ -73,5 +79,5 @@ def compile_opencl_artefact(module: DeviceModule, target: Target, context=None) 
     return DeviceArtefact(_cached(module, target, {}), module)
 
 
-__all__ = ["DESCRIPTOR", "SOURCE_FILE", "DeviceArtefact", "compile_cuda_artefact", "compile_opencl_artefact",
-           "write_artefact"]
+__all__ = ["ARTEFACT_FORMAT", "DESCRIPTOR", "SOURCE_FILE", "DeviceArtefact", "compile_cuda_artefact",
+           "compile_opencl_artefact", "write_artefact"]

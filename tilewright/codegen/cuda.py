@@ -66,6 +66,11 @@ class CudaRenderer(GpuRenderer):
             parts.append(_BF16)
         return "\n".join(parts)
 
+    def kernel_head(self, name: str, block: tuple[int, int, int]) -> str:
+        # The block size bounds the registers ptxas may give a thread (65536 / threads per block), so a
+        # register-heavy kernel spills instead of failing every launch with LAUNCH_OUT_OF_RESOURCES.
+        return f"{self.caps.kernel_prefix} __launch_bounds__({block[0] * block[1] * block[2]}) {name}"
+
     def param_decl(self, b, read_only: bool) -> str:
         const = "const " if read_only else ""
         return f"{const}{self.storage_type(b.dtype)} *{self.caps.restrict} {self.names.of(b, b.name)}"

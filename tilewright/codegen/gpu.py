@@ -297,9 +297,9 @@ class GpuRenderer(CRenderer):
             self.emit(self.array_decl(Scope.SHARED, b) + ";")
         self.stmt(st)
         decls = [self.param_decl(b, id(b) not in written) for b in params]
-        text = f"{self.caps.kernel_prefix} {name}({', '.join(decls)}) {{\n" + "\n".join(self.lines) + "\n}"
         grid = tuple(self.extents.get(f"blockIdx.{d}", 1) for d in _DIMS)
         block = tuple(self.extents.get(f"threadIdx.{d}", 1) for d in _DIMS)
+        text = f"{self.kernel_head(name, block)}({', '.join(decls)}) {{\n" + "\n".join(self.lines) + "\n}"
         shared_bytes = sum(b.size * b.dtype.bytes for b in shared)
         return KernelLaunch(name, grid, block, shared_bytes, 0, tuple(by_id[id(b)] for b in params)), text
 
@@ -308,6 +308,10 @@ class GpuRenderer(CRenderer):
 
     def prelude(self) -> str:
         raise NotImplementedError
+
+    def kernel_head(self, name: str, block: tuple[int, int, int]) -> str:
+        """What precedes a kernel's parameter list."""
+        return f"{self.caps.kernel_prefix} {name}"
 
     def param_decl(self, b, read_only: bool) -> str:
         raise NotImplementedError

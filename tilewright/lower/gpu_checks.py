@@ -88,11 +88,22 @@ def shared_bytes(kernel: Stmt) -> int:
                if isinstance(s, Allocate) and s.buffer.scope is Scope.SHARED)
 
 
-def check_launch_limits(func, max_threads_per_block: int, max_shared_bytes: int) -> None:
-    """Raise LoweringError if a kernel of `func` launches more threads per block,
+def check_launch_limits(func, max_threads_per_block: int, max_shared_bytes: int,
+                        max_block_dims: tuple[int, int, int] | None = None,
+                        max_grid_dims: tuple[int, int, int] | None = None) -> None:
+    """Raise LoweringError if a kernel of `func` launches more threads per block, more
+    threads or blocks along one dimension (CUDA: blockDim.z <= 64, gridDim.y/z <= 65535),
     or allocates more shared memory per block, than the target allows."""
     for k in kernels(func):
         ext = launch_extents(k)
+        for kind, limits in (("threadIdx", max_block_dims), ("blockIdx", max_grid_dims)):
+            for d, most in zip("xyz", limits or ()):
+                n = ext.get(f"{kind}.{d}", 1)
+                if n > most:
+                    other = "threadIdx.x" if kind == "threadIdx" else "blockIdx.x"
+                    raise LoweringError(f"the kernel of stages {stage_names(k)} binds {n} to {kind}.{d}; this "
+                                        f"target allows at most {most} along {d}: bind the longer loop to "
+                                        f"{other} or split it")
         threads = 1
         for tag in ("threadIdx.x", "threadIdx.y", "threadIdx.z"):
             threads *= ext.get(tag, 1)

@@ -1,12 +1,15 @@
 """Running CUDA kernels through the driver API (cuda-bindings): module load of
-the cubin (PTX when the cubin is for another arch), launches in order, event
-timing. Arguments are NumPy arrays (copied in, outputs copied back) or device
-arrays exposing `__cuda_array_interface__` (torch CUDA tensors, CuPy), used in
-place. Without a GPU, compiling works and constructing a kernel raises
-MeasureError("no CUDA device: ...")."""
+the cubin (PTX when the cubin is for another arch or is refused), a check of
+every kernel's launch resources at load time, launches in order on one
+stream, and event timing of launches queued behind a spin kernel. Arguments
+are NumPy arrays (copied in, outputs copied back) or device arrays exposing
+`__cuda_array_interface__` (torch CUDA tensors, CuPy), used in place. Without
+a GPU, compiling works and constructing a kernel raises NoCudaDevice."""
 
 from __future__ import annotations
 
+import math
+import time as _time
 from pathlib import Path
 
 import numpy as np
@@ -14,33 +17,47 @@ import numpy as np
 from ..build.nvcc import CudaBinary, compile_cuda
 from ..codegen.device import DeviceModule
 from ..errors import MeasureError
+from .cuda_driver import CudaError, check, cuda_device
 from .device_args import check_array, device_dtype, from_device_layout, to_device_layout
 from .device_export import read_artefact, write_artefact
 from .timing import TimingResult
 
-
-def _driver():
-    """The driver module, initialised, or MeasureError saying why there is no CUDA device."""
-    try:
-        from cuda.bindings import driver as cu
-    except ImportError as exc:
-        raise MeasureError(f"no CUDA device: cuda-bindings is not installed ({exc})") from None
-    try:
-        err, = cu.cuInit(0)
-        err2, count = cu.cuDeviceGetCount()
-    except Exception as exc:  # libcuda.so missing
-        raise MeasureError(f"no CUDA device: the CUDA driver cannot be loaded ({exc})") from None
-    if int(err) != 0 or int(err2) != 0 or count == 0:
-        raise MeasureError(f"no CUDA device: cuInit/cuDeviceGetCount returned {err}/{err2}, {count} devices")
-    return cu
+# Launches queued in one timed batch: the driver's launch queue holds about a thousand before the host
+# blocks, and a batch must be queued whole while the spin kernel runs.
+MAX_QUEUED = 512
+# What a binary refused by the driver reads as; the PTX is tried instead.
+_BINARY_REFUSED = {"CUDA_ERROR_NO_BINARY_FOR_GPU", "CUDA_ERROR_INVALID_IMAGE", "CUDA_ERROR_INVALID_SOURCE",
+                   "CUDA_ERROR_UNSUPPORTED_PTX_VERSION"}
 
 
-def _check(cu, result, what: str):
-    err, *rest = result
-    if int(err) != 0:
-        name = cu.cuGetErrorName(err)[1]
-        raise MeasureError(f"CUDA {what} failed: {name.decode() if isinstance(name, bytes) else name}")
-    return rest[0] if len(rest) == 1 else (rest or None)
+class CudaLaunches:
+    """Every kernel of a module with its parameters packed once: (function, launch, parameter values,
+    their addresses). `set_arg` repoints one argument in place (a model's inputs and outputs change
+    per call, its arena does not); `enqueue` launches them all in order without waiting."""
+
+    def __init__(self, kernel: CudaKernel, ptrs: list[int]):
+        self.kernel = kernel
+        by_role = {"arg": list(ptrs), "intermediate": kernel._intermediates()}
+        self._items = []
+        self._slots: dict[int, list[np.ndarray]] = {}
+        for f, k in zip(kernel.functions, kernel.module.kernels):
+            values = np.array([by_role[p.role][p.index] for p in k.params], dtype=np.uint64)
+            addresses = np.array([values.ctypes.data + 8 * n for n in range(len(k.params))], dtype=np.uint64)
+            self._items.append((f, k, values, addresses))
+            for n, p in enumerate(k.params):
+                if p.role == "arg":
+                    self._slots.setdefault(p.index, []).append((values, n))
+
+    def set_arg(self, index: int, ptr: int) -> None:
+        for values, n in self._slots.get(index, ()):
+            values[n] = ptr
+
+    def enqueue(self, stream=None) -> None:
+        k = self.kernel
+        cu, s = k._cu, k.device.stream if stream is None else stream
+        for f, launch, _, addresses in self._items:
+            check(cu, cu.cuLaunchKernel(f, *launch.grid, *launch.block, launch.dynamic_shared_bytes, s,
+                                        addresses.ctypes.data, 0), f"launch of {launch.name}")
 
 
 class CudaKernel:
@@ -49,127 +66,192 @@ class CudaKernel:
     def __init__(self, module: DeviceModule, binary: CudaBinary | None = None, device: int = 0):
         if module.dialect != "cuda":
             raise MeasureError(f"CudaKernel needs a CUDA module, got {module.dialect!r}")
-        cu = self._cu = _driver()
-        dev = _check(cu, cu.cuDeviceGet(device), "cuDeviceGet")
-        major = _check(cu, cu.cuDeviceGetAttribute(
-            cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "attribute")
-        minor = _check(cu, cu.cuDeviceGetAttribute(
-            cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "attribute")
-        arch = f"sm_{major}{minor}"
+        self.device = cuda_device(device)
+        cu = self._cu = self.device.cu
         self.module = module
-        self.binary = binary or compile_cuda(module.source, arch)
-        self.ctx = _check(cu, cu.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
-        _check(cu, cu.cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")
-        image = self.binary.cubin if self.binary.arch == arch else self.binary.ptx.encode() + b"\0"
-        self.cu_module = _check(cu, cu.cuModuleLoadData(image), "cuModuleLoadData")
-        self.functions = [_check(cu, cu.cuModuleGetFunction(self.cu_module, k.name.encode()), "cuModuleGetFunction")
-                          for k in module.kernels]
+        self.binary = binary or compile_cuda(module.source, self.device.arch)
         self._scratch = None
+        self.cu_module = None
+        self.device.make_current()
+        self.cu_module = self._load_module()
+        self.functions = [check(cu, cu.cuModuleGetFunction(self.cu_module, k.name.encode()),
+                                f"cuModuleGetFunction({k.name})") for k in module.kernels]
+        self.resources = [self._check_resources(f, k) for f, k in zip(self.functions, module.kernels)]
+
+    def _load_module(self):
+        cu, arch = self._cu, self.device.arch
+        ptx = self.binary.ptx.encode() + b"\0"
+        if self.binary.arch != arch or not self.binary.cubin:
+            return check(cu, cu.cuModuleLoadData(ptx), f"cuModuleLoadData (PTX JIT for {arch})")
+        try:
+            return check(cu, cu.cuModuleLoadData(self.binary.cubin), f"cuModuleLoadData (cubin for {arch})")
+        except CudaError as exc:
+            if exc.name not in _BINARY_REFUSED:
+                raise
+        return check(cu, cu.cuModuleLoadData(ptx), f"cuModuleLoadData (PTX JIT for {arch} after the cubin "
+                                                   f"was refused)")
+
+    def _check_resources(self, f, k) -> dict:
+        """The kernel's registers, local (spilled) bytes and the most threads a block of it can have on
+        this device; MeasureError when its block is larger, which the launch would refuse."""
+        cu = self._cu
+        A = cu.CUfunction_attribute
+
+        def attr(name):
+            return int(check(cu, cu.cuFuncGetAttribute(getattr(A, f"CU_FUNC_ATTRIBUTE_{name}"), f),
+                             f"cuFuncGetAttribute({name}) of {k.name}"))
+
+        info = {"name": k.name, "registers": attr("NUM_REGS"), "local_bytes": attr("LOCAL_SIZE_BYTES"),
+                "max_threads": attr("MAX_THREADS_PER_BLOCK"), "shared_bytes": attr("SHARED_SIZE_BYTES")}
+        threads = math.prod(k.block)
+        if threads > info["max_threads"]:
+            raise MeasureError(f"kernel {k.name} uses {info['registers']} registers per thread, so a block can have "
+                               f"at most {info['max_threads']} threads on {self.device.arch}; its block "
+                               f"{tuple(k.block)} has {threads}: bind fewer threads or use a smaller register tile")
+        limits = [self.device.attribute(f"MAX_GRID_DIM_{d}") for d in "XYZ"]
+        for d, (n, most) in enumerate(zip(k.grid, limits)):
+            if n > most:
+                raise MeasureError(f"kernel {k.name}: grid dimension {'xyz'[d]} is {n}, the device allows {most}; "
+                                   f"bind the larger loop to blockIdx.x")
+        return info
 
     @property
     def source(self) -> str:
         return str(self.module)
 
     def _alloc(self, nbytes: int):
-        return _check(self._cu, self._cu.cuMemAlloc(max(nbytes, 1)), "cuMemAlloc")
+        return check(self._cu, self._cu.cuMemAlloc(max(nbytes, 1)), "cuMemAlloc")
 
-    def _device_args(self, arrays):
+    def _device_args(self, arrays, stream):
         cu, m = self._cu, self.module
         if len(arrays) != len(m.args):
             raise MeasureError(f"{m.func_name} takes {len(m.args)} arrays ({', '.join(b.name for b in m.args)}), "
                                f"got {len(arrays)}")
         ptrs, host, owned = [], [], []
-        for a, b in zip(arrays, m.args):
-            if isinstance(a, np.ndarray):
-                check_array(a, b, m.func_name)
-                dev = to_device_layout(a, b.dtype)
-                p = self._alloc(dev.nbytes)
-                owned.append(p)
-                _check(cu, cu.cuMemcpyHtoD(p, dev.ctypes.data, dev.nbytes), "cuMemcpyHtoD")
-                ptrs.append(int(p))
-                host.append((a, dev))
-            else:
-                ptrs.append(_device_pointer(a, b, m.func_name))
-                host.append(None)
+        try:
+            for a, b in zip(arrays, m.args):
+                if isinstance(a, np.ndarray):
+                    check_array(a, b, m.func_name)
+                    dev = to_device_layout(a, b.dtype)
+                    p = self._alloc(dev.nbytes)
+                    owned.append(p)
+                    check(cu, cu.cuMemcpyHtoDAsync(p, dev.ctypes.data, dev.nbytes, stream), "cuMemcpyHtoDAsync")
+                    ptrs.append(int(p))
+                    host.append((a, dev))
+                else:
+                    ptrs.append(device_pointer(a, b, m.func_name, self.device, stream))
+                    host.append(None)
+        except BaseException:
+            self._free(owned)
+            raise
         return ptrs, host, owned
+
+    def _free(self, owned) -> None:
+        for p in owned:
+            self._cu.cuMemFree(p)
 
     def _intermediates(self) -> list[int]:
         if self._scratch is None:
             self._scratch = [self._alloc(b.size * device_dtype(b.dtype).itemsize) for b in self.module.intermediates]
         return [int(p) for p in self._scratch]
 
-    def _packed(self, ptrs: list[int]) -> list:
-        """Each kernel's launch parameters, packed once: (function, launch, parameter addresses, the arrays
-        holding the values, kept alive with them). Timing re-launches these, so a short kernel's time is not
-        the Python cost of packing its parameters."""
-        by_role = {"arg": ptrs, "intermediate": self._intermediates()}
-        out = []
-        for f, k in zip(self.functions, self.module.kernels):
-            values = [np.array([by_role[p.role][p.index]], dtype=np.uint64) for p in k.params]
-            out.append((f, k, np.array([v.ctypes.data for v in values], dtype=np.uint64), values))
-        return out
+    def pack(self, ptrs: list[int]) -> CudaLaunches:
+        """The module's launches with device pointers `ptrs` (one per argument, in order) packed once."""
+        self.device.make_current()
+        return CudaLaunches(self, ptrs)
 
-    def _launch(self, ptrs: list[int], packed: list | None = None) -> None:
-        cu = self._cu
-        for f, k, addresses, _ in packed or self._packed(ptrs):
-            _check(cu, cu.cuLaunchKernel(f, *k.grid, *k.block, k.dynamic_shared_bytes, cu.CUstream(0),
-                                         addresses.ctypes.data, 0), f"launch of {k.name}")
+    def launch(self, ptrs: list[int], stream=None) -> None:
+        """Enqueue every kernel on `stream` (default: the device's) with device pointers `ptrs`; no copy, no wait."""
+        self.pack(ptrs).enqueue(stream)
 
-    def __call__(self, *arrays) -> None:
-        cu = self._cu
-        ptrs, host, owned = self._device_args(arrays)
+    def __call__(self, *arrays, stream=None) -> None:
+        """Run on NumPy arrays (copied in, outputs copied back) or device arrays (in place); waits for the result."""
+        dev = self.device
+        dev.make_current()
+        s = dev.stream if stream is None else stream
+        ptrs, host, owned = self._device_args(arrays, s)
         try:
-            self._launch(ptrs)
-            _check(cu, cu.cuCtxSynchronize(), f"kernel {self.module.func_name}")
+            self.pack(ptrs).enqueue(s)
+            outs = []
             for n in self.module.outputs:
                 if host[n] is not None:
-                    a, dev = host[n]
-                    out = np.empty_like(dev)
-                    _check(cu, cu.cuMemcpyDtoH(out.ctypes.data, ptrs[n], out.nbytes), "cuMemcpyDtoH")
-                    from_device_layout(out, a, self.module.args[n].dtype)
+                    a, d = host[n]
+                    out = np.empty_like(d)
+                    check(self._cu, self._cu.cuMemcpyDtoHAsync(out.ctypes.data, ptrs[n], out.nbytes, s),
+                          "cuMemcpyDtoHAsync")
+                    outs.append((out, a, n))
+            dev.synchronize(s, f"kernel {self.module.func_name}")
+            for out, a, n in outs:
+                from_device_layout(out, a, self.module.args[n].dtype)
         finally:
-            for p in owned:
-                cu.cuMemFree(p)
+            self._free(owned)
 
     def time(self, *arrays, number: int = 10, repeat: int = 5) -> TimingResult:
-        """Seconds per call (CUDA events) over `repeat` runs of `number` calls."""
+        """Seconds per call (CUDA events) over `repeat` runs of `number` calls. The calls of a run are queued
+        behind a spin kernel, so they run back to back however short they are."""
+        dev = self.device
+        dev.make_current()
+        s = dev.stream
+        ptrs, _, owned = self._device_args(arrays, s)
         cu = self._cu
-        ptrs, _, owned = self._device_args(arrays)
-        start = _check(cu, cu.cuEventCreate(0), "cuEventCreate")
-        end = _check(cu, cu.cuEventCreate(0), "cuEventCreate")
+        start = check(cu, cu.cuEventCreate(0), "cuEventCreate")
+        end = check(cu, cu.cuEventCreate(0), "cuEventCreate")
         try:
-            packed = self._packed(ptrs)
-            self._launch(ptrs, packed)  # warm-up
+            launches = self.pack(ptrs)
+            launches.enqueue(s)  # warm-up
+            dev.synchronize(s, f"kernel {self.module.func_name}")
+            host_s = _enqueue_seconds(launches, s)
+            dev.synchronize(s, f"kernel {self.module.func_name}")
             samples = []
             for _ in range(repeat):
-                _check(cu, cu.cuEventRecord(start, cu.CUstream(0)), "cuEventRecord")
-                for _ in range(number):
-                    self._launch(ptrs, packed)
-                _check(cu, cu.cuEventRecord(end, cu.CUstream(0)), "cuEventRecord")
-                _check(cu, cu.cuEventSynchronize(end), f"kernel {self.module.func_name}")
-                ms = _check(cu, cu.cuEventElapsedTime(start, end), "cuEventElapsedTime")
+                ms, left = 0.0, number
+                while left:
+                    batch = min(left, MAX_QUEUED)
+                    dev.spin(batch * host_s * 1.5 + 50e-6, s)
+                    check(cu, cu.cuEventRecord(start, s), "cuEventRecord")
+                    for _ in range(batch):
+                        launches.enqueue(s)
+                    check(cu, cu.cuEventRecord(end, s), "cuEventRecord")
+                    check(cu, cu.cuEventSynchronize(end), f"kernel {self.module.func_name}")
+                    ms += check(cu, cu.cuEventElapsedTime(start, end), "cuEventElapsedTime")
+                    left -= batch
                 samples.append(ms * 1e-3 / number)
             return TimingResult.of(samples, number)
         finally:
             cu.cuEventDestroy(start)
             cu.cuEventDestroy(end)
-            for p in owned:
-                cu.cuMemFree(p)
+            self._free(owned)
 
     def export(self, directory) -> Path:
-        return export_cuda(directory, self.module, self.binary)
+        return export_cuda(directory, self.module, self.binary, self.device.ordinal)
 
     def __del__(self):
         try:
+            self.device.make_current()
             for p in self._scratch or ():
                 self._cu.cuMemFree(p)
-        except Exception:  # interpreter shutdown
+            if self.cu_module is not None:
+                self._cu.cuModuleUnload(self.cu_module)
+        except Exception:  # noqa: BLE001 - interpreter shutdown, a poisoned context
             pass
 
 
-def _device_pointer(a, b, func_name: str) -> int:
-    """The device address of an array exposing __cuda_array_interface__ (no copy), after checking it."""
-    iface = getattr(a, "__cuda_array_interface__", None)
+def _enqueue_seconds(launches: CudaLaunches, stream, calls: int = 8) -> float:
+    """Host seconds to enqueue one call (what the spin kernel must cover per queued call)."""
+    t0 = _time.perf_counter()
+    for _ in range(calls):
+        launches.enqueue(stream)
+    return (_time.perf_counter() - t0) / calls
+
+
+def device_pointer(a, b, func_name: str, device, stream) -> int:
+    """The device address of an array exposing __cuda_array_interface__ (no copy), after checking its dtype,
+    shape, layout, alignment and device; work on the array's own stream (CAI v3) is waited for on `stream`."""
+    try:
+        iface = getattr(a, "__cuda_array_interface__", None)
+    except RuntimeError as exc:  # torch: a tensor that requires grad refuses
+        raise MeasureError(f"{func_name}: argument '{b.name}' cannot be shared with the kernel ({exc}); pass "
+                           f"tensor.detach()") from None
     if iface is None:
         raise MeasureError(f"{func_name}: argument '{b.name}' must be a NumPy array or a CUDA array exposing "
                            f"__cuda_array_interface__ (torch CUDA tensor, CuPy), got {type(a).__name__}")
@@ -185,21 +267,45 @@ def _device_pointer(a, b, func_name: str) -> int:
     ptr = int(iface["data"][0])
     if ptr % 16:
         raise MeasureError(f"{func_name}: argument '{b.name}' is not 16-byte aligned (vector accesses need it)")
+    cu = device.cu
+    ordinal = check(cu, cu.cuPointerGetAttribute(cu.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr),
+                    f"cuPointerGetAttribute of argument '{b.name}'")
+    if int(ordinal) != device.ordinal:
+        raise MeasureError(f"{func_name}: argument '{b.name}' lives on CUDA device {int(ordinal)}, the kernel on "
+                           f"device {device.ordinal}: move it with .to('cuda:{device.ordinal}')")
+    _wait_for(iface.get("stream"), device, stream)
     return ptr
 
 
-def export_cuda(directory, module: DeviceModule, binary: CudaBinary) -> Path:
+def _wait_for(producer, device, stream) -> None:
+    """Order `stream` after the work queued so far on the array's stream (CAI v3: None means the producer
+    needs no synchronisation; 1 is the legacy default stream, which our blocking streams wait for anyway)."""
+    if producer is None or int(producer) in (0, 1) or int(producer) == int(stream or 0):
+        return
+    cu = device.cu
+    ev = check(cu, cu.cuEventCreate(cu.CUevent_flags.CU_EVENT_DISABLE_TIMING), "cuEventCreate")
+    try:
+        check(cu, cu.cuEventRecord(ev, cu.CUstream(int(producer))), "cuEventRecord on the argument's stream")
+        check(cu, cu.cuStreamWaitEvent(stream, ev, 0), "cuStreamWaitEvent")
+    finally:
+        cu.cuEventDestroy(ev)
+
+
+def export_cuda(directory, module: DeviceModule, binary: CudaBinary, device: int = 0) -> Path:
     """Write kernel.cu, kernel.ptx, kernel.cubin and launch.json (works without a GPU)."""
     return write_artefact(directory, module, {"kernel.ptx": binary.ptx, "kernel.cubin": binary.cubin},
-                          {"arch": binary.arch, "compiler": binary.compiler})
+                          {"arch": binary.arch, "compiler": binary.compiler, "device": device})
 
 
-def load_exported(directory, device: int = 0) -> CudaKernel:
-    """A CudaKernel from a directory written by export_cuda / CudaKernel.export (no recompilation)."""
+def load_exported(directory, device: int | None = None) -> CudaKernel:
+    """A CudaKernel from a directory written by export_cuda / CudaKernel.export (no recompilation), on
+    `device` (default: the device named in launch.json, else 0). An artefact without an arch (written by an
+    older tilewright) loads its PTX."""
     module, desc, d = read_artefact(directory, "cuda")
-    binary = CudaBinary(module.source, desc["arch"], (d / "kernel.ptx").read_text(),
-                        (d / "kernel.cubin").read_bytes(), desc.get("compiler", "?"), d, True)
-    return CudaKernel(module, binary, device)
+    cubin = d / "kernel.cubin"
+    binary = CudaBinary(module.source, desc.get("arch", "unknown"), (d / "kernel.ptx").read_text(),
+                        cubin.read_bytes() if cubin.exists() else b"", desc.get("compiler", "?"), d, True)
+    return CudaKernel(module, binary, desc.get("device", 0) if device is None else device)
 
 
-__all__ = ["CudaKernel", "export_cuda", "load_exported"]
+__all__ = ["CudaKernel", "CudaLaunches", "device_pointer", "export_cuda", "load_exported"]

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..config import build_cpus, pin_this_thread, usable_cores
+from ..config import build_cpus, pin_this_thread, runner_stderr_path, usable_cores
 from ..errors import BuildError, TilewrightError
 from ..reference import evaluate
 from ..stats import median
@@ -110,7 +110,7 @@ class Measurer:
             values[t] = random_input(rng, t, id(t) in positive)  # from the operator's domain
             np.save(os.path.join(self._dir.name, f"arg{n}.npy"), _to_storage(values[t], t))
         refs = evaluate(outs, values)
-        self.tolerances = []
+        self.tolerances: list = []
         for n, (t, ref) in enumerate(zip(outs, refs)):
             bad = unusable_reference(ref)
             if bad:
@@ -121,6 +121,7 @@ class Measurer:
             np.save(os.path.join(self._dir.name, f"arg{self.n_inputs + n}.npy"), np.zeros(t.shape, _storage(t)))
             np.save(os.path.join(self._dir.name, f"ref{n}.npy"), _to_storage(ref, t))
             self.tolerances.append(TOLERANCE.get(t.dtype.name))
+        self.dtypes = [t.dtype.name for t in outs]
         self._proc: subprocess.Popen | None = None
         self._fresh = False
         self.best = float("inf")  # fastest correct cost so far: much slower candidates are timed once
@@ -155,21 +156,40 @@ class Measurer:
 
     # ---- running ----------------------------------------------------------
     def _start(self) -> None:
-        # A fresh interpreter (not multiprocessing): no re-import of the user's __main__.
-        self._proc = subprocess.Popen(
-            [sys.executable, "-m", self.backend.runner], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, text=True, bufsize=1,
-        )
+        # A fresh interpreter (not multiprocessing): no re-import of the user's __main__. Its stderr goes to
+        # a file (TILEWRIGHT_RUNNER_STDERR, else one in the data directory) whose tail a crash report quotes.
+        self._stderr_path = runner_stderr_path() or os.path.join(self._dir.name, "runner.stderr")
+        with open(self._stderr_path, "a") as err:
+            self._stderr_start = err.tell()
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", self.backend.runner], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=err, text=True, bufsize=1,
+            )
         config = {"data_dir": self._dir.name, "n_inputs": self.n_inputs, "threads": self.threads,
-                  "tolerances": self.tolerances, "loader": self.backend.loader, "flush_bytes": self.flush_bytes}
+                  "tolerances": self.tolerances, "dtypes": self.dtypes, "loader": self.backend.loader,
+                  "flush_bytes": self.flush_bytes}
         self._proc.stdin.write(json.dumps(config) + "\n")
         self._fresh = True
 
-    def _stop(self) -> None:
+    def _stop(self, grace: float = 0.0) -> None:
+        """End the runner: let it exit by itself within `grace` seconds (it announced it would), else kill it."""
         if self._proc is not None:
-            self._proc.kill()
-            self._proc.wait(5)
+            try:
+                self._proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait(5)
         self._proc = None
+
+    def _stderr_tail(self, chars: int = 1500) -> str:
+        """The end of what the runner wrote to stderr since it started (its traceback, a driver message)."""
+        try:
+            with open(self._stderr_path, errors="replace") as f:
+                f.seek(self._stderr_start)
+                text = f.read().strip()
+        except (OSError, AttributeError):
+            return ""
+        return f"; runner stderr: ...{text[-chars:]}" if text else ""
 
     def run(self, library: str) -> MeasureResult:
         if self._proc is None or self._proc.poll() is not None:
@@ -185,7 +205,8 @@ class Measurer:
                                                "min_repeat_ms": self.min_repeat_ms, "cutoff": cutoff}) + "\n")
         except (BrokenPipeError, OSError):
             self._stop()
-            return MeasureResult(error_kind=ErrorKind.RUNTIME, error_msg="runner died before the request")
+            return MeasureResult(error_kind=ErrorKind.RUNTIME,
+                                 error_msg=f"runner died before the request{self._stderr_tail()}")
         ready, _, _ = select.select([self._proc.stdout], [], [], deadline)
         if not ready:
             self._stop()
@@ -197,9 +218,12 @@ class Measurer:
             code = self._proc.wait(5)
             self._proc = None
             reason = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
-            return MeasureResult(error_kind=ErrorKind.RUNTIME, error_msg=f"kernel crashed the runner ({reason})",
+            return MeasureResult(error_kind=ErrorKind.RUNTIME,
+                                 error_msg=f"kernel crashed the runner ({reason}){self._stderr_tail()}",
                                  run_s=elapsed)
         reply = json.loads(line)
+        if reply.get("exit"):  # the device context is poisoned: the next candidate gets a fresh runner
+            self._stop(grace=10.0)
         if reply["status"] == "ok":
             return MeasureResult(costs=tuple(reply["costs"]), run_s=elapsed)
         kind = ErrorKind.WRONG_RESULT if reply["status"] == "wrong_result" else ErrorKind.RUNTIME

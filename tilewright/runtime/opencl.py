@@ -35,6 +35,20 @@ def default_context(platform: int = 0, device: int = 0):
     return ctx, cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
 
 
+class OpenCLLaunches:
+    """A module's launches bound to device buffers: `set_arg` repoints one argument, `enqueue` launches
+    every kernel in order without waiting (the same interface as runtime.cuda.CudaLaunches)."""
+
+    def __init__(self, kernel: OpenCLKernel, bufs):
+        self.kernel, self.bufs = kernel, list(bufs)
+
+    def set_arg(self, index: int, buf) -> None:
+        self.bufs[index] = buf
+
+    def enqueue(self, queue=None) -> list:
+        return self.kernel._launch(self.bufs, queue)
+
+
 class OpenCLKernel:
     """A DeviceModule built for an OpenCL device. Call it with NumPy arrays (copied in, outputs copied
     back) or pyopencl Buffers / Arrays (used in place), in the order of the function's arguments."""
@@ -84,13 +98,22 @@ class OpenCLKernel:
                              for b in self.module.intermediates]
         return self._scratch
 
-    def _launch(self, bufs):
+    def _launch(self, bufs, queue=None):
         by_role = {"arg": bufs, "intermediate": self._intermediates()}
         events = []
         for k, launch in zip(self._kernels, self.module.kernels):
             params = [by_role[p.role][p.index] for p in launch.params]
-            events.append(k(self.queue, launch.global_size, launch.block, *params))
+            events.append(k(queue or self.queue, launch.global_size, launch.block, *params))
         return events
+
+    def pack(self, bufs) -> OpenCLLaunches:
+        """The module's launches on device buffers `bufs` (one per argument, in order)."""
+        return OpenCLLaunches(self, bufs)
+
+    def launch(self, bufs, queue=None) -> list:
+        """Enqueue every kernel on `queue` (default: the kernel's) with buffers `bufs`; no copy, no wait.
+        The launches' events, in order."""
+        return self._launch(list(bufs), queue)
 
     def __call__(self, *arrays) -> None:
         cl = _cl()
@@ -133,4 +156,4 @@ def load_exported(directory, context=None, queue=None) -> OpenCLKernel:
     return OpenCLKernel(module, context, queue)
 
 
-__all__ = ["OpenCLKernel", "default_context", "load_exported"]
+__all__ = ["OpenCLKernel", "OpenCLLaunches", "default_context", "load_exported"]

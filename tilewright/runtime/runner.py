@@ -18,11 +18,21 @@ MIN_COST_S = 1e-7  # a time below the clock's resolution still ranks, and never 
 FLUSHED_SAMPLES = 5  # single calls timed after a cache flush (each is noisier than a back-to-back run)
 
 
-def check(outs, expected, tolerances) -> str | None:
+def as_values(a: np.ndarray, dtype: str | None) -> np.ndarray:
+    """The numbers an output holds: bfloat16 travels as its uint16 bits (the top half of a float32)."""
+    if dtype == "bfloat16" and a.dtype == np.uint16:
+        return (a.astype(np.uint32) << 16).view(np.float32)
+    return a
+
+
+def check_outputs(outs, expected, tolerances, dtypes=None) -> str | None:
     """Why the outputs differ from the reference, or None. Integers must be equal;
     floats must have NaN and infinities exactly where the reference has them (an
-    infinity of the same sign), and finite values within the relative tolerance."""
+    infinity of the same sign), and finite values within the relative tolerance.
+    `dtypes`: the outputs' tilewright dtype names (bfloat16 bits are compared as numbers)."""
     for n, (got, want, tol) in enumerate(zip(outs, expected, tolerances)):
+        dtype = dtypes[n] if dtypes else None
+        got, want = as_values(got, dtype), as_values(want, dtype)
         if tol is None:
             if not np.array_equal(got, want):
                 return f"output {n}: {int(np.sum(got != want))} of {got.size} elements differ from the reference"
@@ -115,7 +125,7 @@ def serve(stdin, stdout) -> None:
         if rc != 0:
             reply = {"status": "runtime", "message": f"kernel returned error code {rc}"}
         else:
-            bad = check(outs, expected, tolerances)
+            bad = check_outputs(outs, expected, tolerances, config.get("dtypes"))
             if bad:
                 reply = {"status": "wrong_result", "message": bad}
             else:

@@ -163,6 +163,15 @@ def estimated_registers(plan: GpuPlan, point) -> int:
     return outputs_per_thread(plan, point) + frags + REGISTER_OVERHEAD
 
 
+def block_registers(plan: GpuPlan, point) -> int:
+    """Registers a block of `point` takes from the SM's file: each warp's share is allocated whole, a
+    thread's count rounded up to 8 (NVIDIA's allocation unit on sm_70 to sm_90). A block over the
+    per-block budget would spill everything past 65536 / threads (the kernel's __launch_bounds__)."""
+    warp = max(1, plan.facts.warp_size)
+    regs = -(-estimated_registers(plan, point) // 8) * 8
+    return -(-threads(plan, point) // warp) * warp * regs
+
+
 def fits(plan: GpuPlan, point) -> bool:
     """`point` within the device's limits and the space's size rules."""
     gpu = plan.facts
@@ -175,6 +184,8 @@ def fits(plan: GpuPlan, point) -> bool:
     acc = outputs_per_thread(plan, point)
     if gpu.regs_per_thread:
         if estimated_registers(plan, point) > gpu.regs_per_thread:
+            return False
+        if gpu.regs_per_block and block_registers(plan, point) > gpu.regs_per_block:
             return False
     elif acc > MAX_ACCUMULATORS:
         return False

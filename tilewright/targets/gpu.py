@@ -1,7 +1,8 @@
 """GPU facts: what a CUDA or OpenCL device offers (limits, sizes, versions),
 detected from the device at run time or taken from a preset for compile-only
 use. Data only: imports `errors` and the standard library; detection imports
-the vendor bindings lazily and returns None when there is no device."""
+the vendor bindings lazily and returns None when there is no device (a CUDA
+driver that is there but fails is an error, never "no device")."""
 
 from __future__ import annotations
 
@@ -33,6 +34,9 @@ class GpuFacts:
     compiler_version: str
     max_threads_per_sm: int = 0  # resident threads per SM (2048 on sm_80/sm_90); 0: unknown (OpenCL)
     memory_bus_bits: int = 0  # DRAM bus width; with mem_clock_khz the DRAM bandwidth; 0: unknown
+    regs_per_block: int = 0  # 32-bit registers one block may use (65536 on sm_80/sm_90); 0: unknown (OpenCL)
+    max_grid_dims: tuple[int, int, int] = (2**31 - 1, 2**31 - 1, 2**31 - 1)  # blocks per grid dimension
+    device: int = 0  # the ordinal kernels run on ("cuda -device=N")
 
     @property
     def dram_bytes_per_s(self) -> float:
@@ -61,6 +65,10 @@ _PRESETS = {
 }
 
 
+# Blocks per grid dimension on every CUDA architecture since 3.0 (CUDA C Programming Guide, Table 21).
+_CUDA_GRID = (2**31 - 1, 65535, 65535)
+
+
 def cuda_preset(arch: str) -> GpuFacts:
     """Facts of a reference GPU of `arch` ("sm_80": A100, "sm_90": H100 SXM), for compiling without one."""
     if arch not in _PRESETS:
@@ -68,33 +76,101 @@ def cuda_preset(arch: str) -> GpuFacts:
     p = _PRESETS[arch]
     return GpuFacts(api="cuda", vendor="NVIDIA", arch=arch, max_threads_per_block=1024,
                     max_block_dims=(1024, 1024, 64), warp_size=32, shared_mem_per_block=48 * _KIB,
-                    regs_per_thread=255, regs_per_sm=65536, driver_version="none",
-                    compiler_version=cuda_compiler() or "none", **p)
+                    regs_per_thread=255, regs_per_sm=65536, regs_per_block=65536,
+                    max_grid_dims=_CUDA_GRID, driver_version="none", compiler_version=cuda_compiler() or "none", **p)
 
 
 def detect_cuda(device: int = 0) -> GpuFacts | None:
-    """The facts of CUDA device `device` through the driver API (cuda-bindings), or None when the bindings,
-    the driver or the device are missing. Never raises for a missing GPU."""
+    """The facts of CUDA device `device` through the driver API (cuda-bindings), or None when this machine
+    has no CUDA GPU (the bindings not installed, no driver library, the driver reports no device).
+    A driver that is there but fails (older than the bindings, a device that cannot be queried) is a
+    TilewrightError naming the cause: it must not read as "no GPU"."""
     try:
         from cuda.bindings import driver as cu
     except ImportError:
         return None
+    status = cuda_driver_status(cu)
+    if status is not None:
+        no_gpu, why = status
+        if no_gpu:
+            return None
+        raise TilewrightError(why)
     try:
         return _query_cuda(cu, device)
-    except Exception:  # no driver, no device, a bindings/driver mismatch: all mean "no CUDA here"
-        return None
+    except RuntimeError as exc:
+        raise TilewrightError(f"CUDA device {device} is present but could not be queried: {exc}") from None
+
+
+# What cuInit answers on a machine with no usable GPU (a stub libcuda of a toolkit without a driver too).
+NO_GPU_ERRORS = ("CUDA_ERROR_NO_DEVICE", "CUDA_ERROR_NOT_INITIALIZED", "CUDA_ERROR_STUB_LIBRARY")
+
+
+def cuda_driver_status(cu) -> tuple[bool, str] | None:
+    """None when the driver is initialised and new enough for the installed cuda-bindings; else
+    (no_gpu, why): no_gpu when this machine simply has no CUDA GPU, False for a driver that is there but
+    unusable (its message says what to do)."""
+    try:
+        err, = cu.cuInit(0)
+    except RuntimeError as exc:  # the bindings could not dlopen libcuda.so.1
+        return True, f"no CUDA device: the CUDA driver cannot be loaded ({exc})"
+    name = _error_name(cu, err)
+    if name in NO_GPU_ERRORS:
+        return True, f"no CUDA device: cuInit returned {name}"
+    if name:
+        return False, f"the CUDA driver is present but cuInit failed: {name}"
+    err, version = cu.cuDriverGetVersion()
+    try:
+        from cuda import bindings
+
+        needed = int(str(bindings.__version__).split(".")[0])
+    except (ImportError, AttributeError, ValueError):
+        needed = 0
+    if int(err) == 0 and version // 1000 < needed:
+        return False, (f"the NVIDIA driver supports CUDA {version // 1000}.{version % 1000 // 10}, older than the "
+                       f"CUDA {needed} of cuda-bindings {bindings.__version__}: update the driver, or install a "
+                       f"cuda-bindings matching the driver (pip install 'cuda-bindings=={version // 1000}.*')")
+    return None
+
+
+def _error_name(cu, err) -> str:
+    if int(err) == 0:
+        return ""
+    try:
+        value = cu.cuGetErrorName(err)[1]
+        return value.decode() if isinstance(value, bytes) else str(value)
+    except Exception:  # noqa: BLE001 - an unknown code still gets a name
+        return f"CUDA error {int(err)}"
+
+
+def nvidia_gpus_listed() -> list[str]:
+    """The GPUs `nvidia-smi -L` lists (empty where it is missing or fails): a machine listing one must
+    detect it, so a test that would skip for lack of a GPU fails instead."""
+    import shutil
+    import subprocess
+
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return []
+    try:
+        out = subprocess.run([exe, "-L"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [line for line in out.splitlines() if line.startswith("GPU ")]
 
 
 def _query_cuda(cu, device: int) -> GpuFacts | None:
     def ok(result):
         err, *values = result
         if int(err) != 0:
-            raise RuntimeError(f"CUDA driver error {err}")
+            raise RuntimeError(f"{_error_name(cu, err)}")
         return values[0] if len(values) == 1 else values
 
-    ok(cu.cuInit(0))
-    if device >= ok(cu.cuDeviceGetCount()):
+    count = ok(cu.cuDeviceGetCount())
+    if count == 0:
         return None
+    if device >= count:
+        raise TilewrightError(f"CUDA device {device} does not exist: the driver lists {count} "
+                              f"(valid: -device=0{f' to {count - 1}' if count > 1 else ''})")
     dev = ok(cu.cuDeviceGet(device))
     A = cu.CUdevice_attribute
 
@@ -121,6 +197,10 @@ def _query_cuda(cu, device: int) -> GpuFacts | None:
         driver_version=f"{driver // 1000}.{driver % 1000 // 10}", compiler_version=cuda_compiler() or "none",
         max_threads_per_sm=attr("CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR"),
         memory_bus_bits=attr("CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH"),
+        regs_per_block=attr("CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK"),
+        max_grid_dims=(attr("CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X"), attr("CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y"),
+                       attr("CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z")),
+        device=device,
     )
 
 
@@ -185,4 +265,5 @@ def opencl_facts(dev) -> GpuFacts:
     )
 
 
-__all__ = ["GpuFacts", "cuda_preset", "detect_cuda", "detect_opencl", "opencl_facts"]
+__all__ = ["NO_GPU_ERRORS", "GpuFacts", "cuda_driver_status", "cuda_preset", "detect_cuda", "detect_opencl",
+           "nvidia_gpus_listed", "opencl_facts"]

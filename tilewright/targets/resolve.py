@@ -7,6 +7,8 @@ architecture when no GPU is present); "opencl" (the first OpenCL device,
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..errors import TilewrightError
 from .cpu import host_target
 from .target import KINDS, Target
@@ -48,7 +50,7 @@ def _cuda(opts: dict) -> Target:
             raise TilewrightError("no CUDA device found (the driver or cuda-bindings is missing, or no GPU); "
                                   "to generate and compile CUDA without one, use 'cuda -arch=sm_80' or "
                                   "'cuda -arch=sm_90'")
-        facts = cuda_preset(arch)
+        facts = replace(cuda_preset(arch), device=_index(opts, "device"))
     elif arch is not None and arch != facts.arch:
         raise TilewrightError(f"-arch={arch} does not match the detected GPU {facts.name} ({facts.arch})")
     return Target(kind="cuda", arch=facts.arch, gpu=facts, compiler="nvcc", compiler_version=facts.compiler_version)
