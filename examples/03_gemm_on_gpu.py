@@ -102,11 +102,12 @@ def main(argv=None) -> int:
     if not err < 1e-4:
         raise SystemExit(f"wrong result: max relative error {err:.2e}")
     print(f"{target}: GEMM {n}^3 fp32, checked against NumPy (max relative error {err:.1e})")
-    t = kernel.time(a, b, c, number=10 if not small else 2, repeat=5)
     flops = 2.0 * n ** 3
-    print(f"  tilewright: {t.median * 1e3:8.3f} ms  {flops / t.median / 1e12:6.2f} TFLOP/s")
     if target.kind == "cuda":
-        _beside_cublas(a, b, t.median, flops)
+        _beside_cublas(kernel, a, b, flops)
+    else:
+        t = kernel.time(a, b, c, number=2, repeat=5)
+        print(f"  tilewright: {t.median * 1e3:8.3f} ms  {flops / t.median / 1e12:6.2f} TFLOP/s")
     return 0
 
 
@@ -118,24 +119,23 @@ def _has_cuda() -> bool:
         return False
 
 
-def _beside_cublas(a, b, ours: float, flops: float) -> None:
+def _beside_cublas(kernel, a, b, flops: float) -> None:
+    """Both sides on the same CUDA tensors, timed alike (CUDA events around calls queued behind a spin
+    kernel, bench/gpu_timing.py), in alternating rounds; TF32 off, so both compute in fp32."""
     import torch
 
-    torch.backends.cuda.matmul.allow_tf32 = False  # fp32 on both sides
+    from tilewright.bench.gpu_timing import alternating, device_median_seconds, kernel_median_seconds
+
+    torch.backends.cuda.matmul.allow_tf32 = False
     ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    torch.matmul(ta, tb)
-    times = []
-    for _ in range(5):
-        start.record()
-        for _ in range(10):
-            torch.matmul(ta, tb)
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) / 10 / 1e3)
-    theirs = sorted(times)[(len(times) - 1) // 2]
-    print(f"  cuBLAS:     {theirs * 1e3:8.3f} ms  {flops / theirs / 1e12:6.2f} TFLOP/s  (TF32 off)")
-    print(f"  tilewright / cuBLAS: {theirs / ours:.2f}x cuBLAS's speed")
+    ours_c, theirs_c = torch.empty_like(ta), torch.empty_like(ta)
+    times = alternating({
+        "tilewright": lambda: kernel_median_seconds(kernel, [ta, tb, ours_c]),
+        "cuBLAS": lambda: device_median_seconds(lambda: torch.matmul(ta, tb, out=theirs_c)),
+    })
+    for name, t in times.items():
+        print(f"  {name + ':':<12}{t * 1e3:8.3f} ms  {flops / t / 1e12:6.2f} TFLOP/s")
+    print(f"  tilewright / cuBLAS: {times['cuBLAS'] / times['tilewright']:.2f}x cuBLAS's speed (TF32 off)")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The CUDA runtime's host side against the real cuda-bindings and a driver double (fake_cuda/fake_libcuda.c:
+"""The CUDA runtime's host side against the real cuda-bindings and a driver double (tests/fake_cuda:
 memory is host memory, kernels are checked but never run). Each case runs in a fresh interpreter whose
 LD_LIBRARY_PATH puts the double first, so this process never loads it. What these tests cannot see:
 whether a kernel computes the right thing on a GPU (outputs stay as they were: the measurer reads them as
@@ -7,39 +7,30 @@ wrong results), and real timings."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from fake_cuda import build_fake_driver, fake_env
 
 from tilewright.build.nvcc import compiler_available
-from tilewright.config import c_compiler
 
 pytest.importorskip("cuda.bindings.driver", reason="cuda-bindings is not installed (pip install '.[test]')")
 pytestmark = pytest.mark.skipif(compiler_available() is None, reason="no CUDA compiler (nvcc / NVRTC)")
 
-ROOT = Path(__file__).resolve().parents[2]
-
 
 @pytest.fixture(scope="module")
 def fake_driver(tmp_path_factory) -> Path:
-    d = tmp_path_factory.mktemp("fake_cuda")
-    subprocess.run([c_compiler(), "-shared", "-fPIC", "-O1", "-Wall", "-Werror", "-Wl,-soname,libcuda.so.1",
-                    "-o", str(d / "libcuda.so.1"), str(Path(__file__).parent / "fake_cuda" / "fake_libcuda.c")],
-                   check=True)
-    return d
+    return build_fake_driver(tmp_path_factory.mktemp("fake_cuda"))
 
 
 def run_fake(fake_driver: Path, tmp_path: Path, script: str, prefix: str = "", **env: str) -> tuple[dict, list[str]]:
     """Run `prefix` + `script` under the driver double; it prints one JSON line last. Returns that and the
     double's log."""
     log = tmp_path / "driver.log"
-    full = {**os.environ, "LD_LIBRARY_PATH": f"{fake_driver}:{os.environ.get('LD_LIBRARY_PATH', '')}",
-            "TW_FAKE_CUDA_LOG": str(log), "PYTHONPATH": f"{ROOT}:{ROOT / 'tests'}:{Path(__file__).parent}",
-            "TILEWRIGHT_CACHE_DIR": os.environ.get("TILEWRIGHT_CACHE_DIR", str(tmp_path / "cache")), **env}
+    full = fake_env(fake_driver, log, tmp_path / "cache", (Path(__file__).parent,), **env)
     proc = subprocess.run([sys.executable, "-c", prefix + textwrap.dedent(script)], capture_output=True, text=True,
                           env=full, cwd=tmp_path, timeout=600)
     assert proc.returncode == 0, f"stdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}"

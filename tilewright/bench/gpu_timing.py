@@ -4,9 +4,13 @@ A GPU launch returns before the work is done, so a host clock around it
 measures the launch, not the kernel: on CUDA the baseline is timed with CUDA
 events recorded on the current stream around `number` calls (after a warm-up
 that also lets `cudnn.benchmark` pick its algorithm), synchronising on the end
-event; the median of `repeat` rounds is kept. Our kernels time themselves the
-same way (`CudaKernel.time`: events around `number` launches; `OpenCLKernel.time`:
-profiling events). On the host (tests) the fallback is perf_counter.
+event; the median of `repeat` rounds is kept. The calls of a round are queued
+behind a spin kernel (`torch.cuda._sleep`) long enough to cover their launch
+from Python, so that calls shorter than a launch run back to back and the
+events measure the GPU, not the host. Our kernels time themselves the same way
+(`CudaKernel.time`: the same spin, events around the queued launches;
+`OpenCLKernel.time`: profiling events). On the host (tests) the fallback is
+perf_counter.
 
 The sides alternate in rounds so that clock and thermal drift spreads over
 all of them; there is no settling pause as on the CPU (`timing.py`), since a
@@ -14,6 +18,7 @@ device-side time is not disturbed by host thread pools."""
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 
@@ -21,22 +26,54 @@ from ..stats import median
 
 ROUNDS = 5
 MIN_ROUND_S = 0.01  # each timing averages enough calls to last this long
+MAX_QUEUED = 512  # calls queued behind one spin (the driver's launch queue holds about a thousand)
 
 
 def _calls_for(once_s: float, min_s: float) -> int:
     return max(1, min(10_000, int(min_s / max(once_s, 1e-7))))
 
 
-def _cuda_seconds(fn: Callable[[], object], number: int) -> float:
+@functools.cache
+def _sleep_cycles_per_s() -> float:
+    """Clock cycles per second of torch.cuda._sleep, measured with events (the clock the spin counts)."""
     import torch
 
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    cycles = 10_000_000
+    torch.cuda._sleep(1000)  # loads the kernel
     start.record()
-    for _ in range(number):
-        fn()
+    torch.cuda._sleep(cycles)
     end.record()
     end.synchronize()
-    return start.elapsed_time(end) * 1e-3 / number
+    return cycles / (start.elapsed_time(end) * 1e-3)
+
+
+def _host_launch_seconds(fn: Callable[[], object], calls: int = 4) -> float:
+    """Host seconds to queue one call (what the spin must cover per queued call)."""
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    return (time.perf_counter() - t0) / calls
+
+
+def _cuda_seconds(fn: Callable[[], object], number: int) -> float:
+    import torch
+
+    host = _host_launch_seconds(fn)
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    total, left = 0.0, number
+    while left:
+        batch = min(left, MAX_QUEUED)
+        torch.cuda._sleep(int((batch * host * 1.5 + 50e-6) * _sleep_cycles_per_s()))
+        start.record()
+        for _ in range(batch):
+            fn()
+        end.record()
+        end.synchronize()
+        total += start.elapsed_time(end) * 1e-3
+        left -= batch
+    return total / number
 
 
 def _host_seconds(fn: Callable[[], object], number: int) -> float:

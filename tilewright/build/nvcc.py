@@ -64,12 +64,19 @@ def compiler_available() -> str | None:
     return cuda_compiler()
 
 
-def compile_cuda(source: str, arch: str = "sm_90", timeout: float = 300.0) -> CudaBinary:
+def compile_cuda(source: str, arch: str = "sm_90", timeout: float = 300.0, compiler: str | None = None) -> CudaBinary:
     """PTX and cubin of `source` for `arch`. BuildError with the compiler's message on failure, or saying
-    that no CUDA compiler is installed."""
+    that no CUDA compiler is installed. `compiler`: "nvrtc" to use NVRTC even where nvcc is present."""
     if not re.fullmatch(r"sm_\d+a?", arch):
         raise BuildError(f"unknown CUDA arch {arch!r}; expected sm_XY such as {', '.join(KNOWN_ARCHS[2:6])}")
-    compiler = compiler_available()
+    if compiler == "nvrtc":
+        compiler = _nvrtc_version()
+        if compiler is None:
+            raise BuildError("NVRTC cannot be loaded: `pip install cuda-bindings nvidia-cuda-nvrtc`")
+    elif compiler is not None:
+        raise BuildError(f"unknown CUDA compiler {compiler!r}; valid: None (nvcc, else NVRTC) or 'nvrtc'")
+    else:
+        compiler = compiler_available()
     if compiler is None:
         raise BuildError("no CUDA compiler: nvcc is not on PATH and NVRTC (cuda-bindings with libnvrtc) "
                          "cannot be loaded; install the CUDA toolkit or `pip install cuda-bindings "
@@ -86,6 +93,16 @@ def compile_cuda(source: str, arch: str = "sm_90", timeout: float = 300.0) -> Cu
         _run_nvrtc(tmp, source, arch)
     publish(tmp, final)
     return _read(final, source, arch, compiler, False)
+
+
+def _nvrtc_version() -> str | None:
+    try:
+        from cuda.bindings import nvrtc
+
+        _, major, minor = nvrtc.nvrtcVersion()
+        return f"nvrtc {major}.{minor}"
+    except Exception:  # noqa: BLE001 - bindings missing or libnvrtc not found
+        return None
 
 
 def _read(d: Path, source: str, arch: str, compiler: str, cached: bool) -> CudaBinary:
