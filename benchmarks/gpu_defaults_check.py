@@ -1,6 +1,7 @@
 """Compile the untuned GPU default of every FlexTensor suite case for a CUDA preset (no GPU needed)
-and read ptxas's report: registers per thread, spills, shared memory, beside what the space's model
-estimated. A default that does not lower or compile, or that spills, is listed.
+and read ptxas's report (kept with each binary: build/nvcc.py): registers per thread, spills, shared
+memory, beside what the space's model estimated. A default that does not lower or compile, or that
+spills, is listed.
 
 Run: python benchmarks/gpu_defaults_check.py [--arch sm_90] [--ops C2D,GEMM] [--out results]"""
 
@@ -8,9 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
-import subprocess
-import tempfile
 import time
 from pathlib import Path
 
@@ -22,20 +20,10 @@ from tilewright.workloads import suite
 from tilewright.workloads.builders import suite_program
 
 
-def ptxas_report(source: str, arch: str) -> dict:
-    """Registers, spill bytes and shared bytes per kernel, from `nvcc -Xptxas -v`."""
-    with tempfile.TemporaryDirectory() as tmp:
-        cu = Path(tmp) / "k.cu"
-        cu.write_text(source)
-        done = subprocess.run(["nvcc", f"-arch={arch}", "-cubin", "-Xptxas", "-v", "-o", str(Path(tmp) / "k.cubin"),
-                               str(cu)], capture_output=True, text=True, timeout=600)
-    if done.returncode:
-        return {"error": done.stderr[-400:]}
-    text = done.stderr
-    regs = [int(m) for m in re.findall(r"Used (\d+) registers", text)]
-    spills = [int(a) + int(b) for a, b in re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", text)]
-    smem = [int(m) for m in re.findall(r"(\d+) bytes smem", text)]
-    return {"registers": max(regs, default=0), "spill_bytes": sum(spills), "smem": max(smem, default=0)}
+def ptxas_report(binary) -> dict:
+    """Registers, spill bytes and shared bytes of the module's kernels, from ptxas's report kept with the binary."""
+    res = binary.resources
+    return {"registers": max((r["registers"] for r in res), default=0), "spill_bytes": binary.spills}
 
 
 def main(argv=None) -> int:
@@ -58,10 +46,11 @@ def main(argv=None) -> int:
                 tensors = suite_program(op, name)
                 space, plan = backend.space(tensors[-1:], target)
                 point = backend.default_point(space, plan)
-                kernel = backend.build(backend.apply(tensors[-1:], plan, point), tensors, target)
+                func = backend.lower(backend.apply(tensors[-1:], plan, point), tensors, "kernel", target)
+                artefact = backend.compile(backend.render(func, target), target)
                 row.update(point=str(point), model=describe(plan, point),
-                           estimated_registers=estimated_registers(plan, point), **ptxas_report(kernel.source,
-                                                                                                args.arch))
+                           estimated_registers=estimated_registers(plan, point), **ptxas_report(artefact.binary),
+                           smem=max(k.shared_bytes for k in artefact.module.kernels))
             except Exception as exc:  # noqa: BLE001 - every failure is a row of the report
                 row["error"] = f"{type(exc).__name__}: {exc}"[:400]
             row["seconds"] = round(time.perf_counter() - started, 1)
@@ -72,7 +61,7 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / f"gpu_defaults_{args.arch}.json").write_text(json.dumps(rows, indent=1))
-    lines = [f"# GPU defaults compiled for {args.arch} (nvcc -Xptxas -v; no GPU run)", "",
+    lines = [f"# GPU defaults compiled for {args.arch} ({target.gpu.compiler_version}, ptxas -v; no GPU run)", "",
              "| op | case | registers (estimated) | spilled B | shared B | model |", "|---|---|---|---|---|---|"]
     for r in rows:
         if "error" in r:

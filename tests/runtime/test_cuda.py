@@ -92,9 +92,19 @@ def test_the_tuners_artefact_names_its_arch_compiler_and_device(tmp_path):
 
 @needs_nvcc
 def test_kernels_declare_their_block_size_and_report_registers_and_spills():
+    import tilewright as tw
+
+    A = tw.placeholder((4096,), "float32", name="A")
+    B = tw.compute((4096,), lambda i: A[i] * 2, name="B")
+    s = tw.create_schedule(B)
+    bo, bi = s[B].split(B.op.axis[0], factor=512)
+    s[B].bind(bo, tw.thread_axis("blockIdx.x"))
+    s[B].bind(bi, tw.thread_axis("threadIdx.x"))
+    big = tw.build(s, [A, B], target="cuda -arch=sm_90")
+    assert '__global__ void __launch_bounds__(512) ' in big.source  # could need more than 65536 registers
     func, _, _ = PROGRAMS["tiled_matmul"]()
     module = generate_cuda(func)
-    assert '__global__ void __launch_bounds__(64) ' in module.source  # an 8 x 8 block
+    assert "__launch_bounds__" not in module.source  # 8 x 8 threads launch with any register count
     binary = compile_cuda(module.source, "sm_90")
     (report,) = binary.resources
     assert report["name"] == module.kernels[0].name and 0 < report["registers"] <= 255

@@ -158,8 +158,9 @@ def warp_fill(plan: GpuPlan, n_threads: int) -> float:
 
 
 def estimated_registers(plan: GpuPlan, point) -> int:
-    """Accumulators, one fragment of every operand per inner reduce step, and overhead."""
-    frags = sum(thread_fragment(plan, point, t) for t in plan.reads)
+    """Accumulators, one fragment of every operand per inner reduce step, and overhead. Without a reduction
+    no operand is held across steps (a gather's region would otherwise count its whole source)."""
+    frags = sum(thread_fragment(plan, point, t) for t in plan.reads) if plan.main.reduce else 0
     return outputs_per_thread(plan, point) + frags + REGISTER_OVERHEAD
 
 

@@ -8,19 +8,19 @@ __device__ __forceinline__ int tw_min_int32(int a, int b) { return a < b ? a : b
 
 __device__ __forceinline__ int tw_max_int32(int a, int b) { return a > b ? a : b; }
 
-extern "C" __global__ void __launch_bounds__(16) kernel_0(const int *__restrict__ A, const bool *__restrict__ M, int *__restrict__ B) {
+extern "C" __global__ void kernel_0(const int *__restrict__ A, const bool *__restrict__ M, int *__restrict__ B) {
   const int i = (int)blockIdx.x;
   const int j = (int)threadIdx.x;
   B[((i * 16) + j)] = (M[((i * 16) + j)] ? (tw_floordiv_int32(A[((i * 16) + j)], 3) + tw_floormod_int32(A[((i * 16) + j)], 5)) : (tw_min_int32(A[((i * 16) + j)], 7) * tw_max_int32(A[((i * 16) + j)], (-2))));
 }
 
-extern "C" __global__ void __launch_bounds__(16) kernel_1(const int *__restrict__ A, long long *__restrict__ L) {
+extern "C" __global__ void kernel_1(const int *__restrict__ A, long long *__restrict__ L) {
   const int i_1 = (int)blockIdx.x;
   const int j_1 = (int)threadIdx.x;
   L[((i_1 * 16) + j_1)] = (((long long)(A[((i_1 * 16) + j_1)])) * 3000000000LL);
 }
 
-extern "C" __global__ void __launch_bounds__(16) kernel_2(const int *__restrict__ A, const double *__restrict__ X, double *__restrict__ Y) {
+extern "C" __global__ void kernel_2(const int *__restrict__ A, const double *__restrict__ X, double *__restrict__ Y) {
   const int i_2 = (int)blockIdx.x;
   const int j_2 = (int)threadIdx.x;
   Y[((i_2 * 16) + j_2)] = (sqrt(fabs(X[((i_2 * 16) + j_2)])) + ((double)(A[((i_2 * 16) + j_2)])));
