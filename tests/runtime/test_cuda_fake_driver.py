@@ -192,3 +192,24 @@ def test_a_refused_cubin_falls_back_to_the_ptx(fake_driver, tmp_path):
         print(json.dumps({"loaded": type(k).__name__}))
     """, TW_FAKE_CUDA_REFUSE_CUBIN="1")
     assert got == {"loaded": "CudaKernel"} and any(x.startswith("module-load") and x.endswith("ptx") for x in log)
+
+
+def test_after_a_fault_every_later_call_names_the_first_failure(fake_driver, tmp_path):
+    got, _ = run_fake(fake_driver, tmp_path, """
+        import json
+        import numpy as np
+        import tilewright as tw
+        from test_cuda_fake_driver import big_block_and_small_block
+        (A, B, C), (_, small) = big_block_and_small_block(None)
+        k = tw.build(small, [A, B, C], target="cuda")  # 4096 outputs in blocks of 32: a grid of 128
+        out = []
+        for _ in range(2):
+            try:
+                k(*[np.ones((64, 64), np.float32) for _ in range(3)])
+            except tw.MeasureError as exc:
+                out.append(str(exc))
+        print(json.dumps(out))
+    """, TW_FAKE_CUDA_FAULT="*:128")
+    first, second = got
+    assert "CUDA_ERROR_ILLEGAL_ADDRESS" in first
+    assert "unusable in this process since an earlier kernel failed" in second and "ILLEGAL_ADDRESS" in second

@@ -162,10 +162,15 @@ class CudaKernel:
 
     def launch(self, ptrs: list[int], stream=None) -> None:
         """Enqueue every kernel on `stream` (default: the device's) with device pointers `ptrs`; no copy, no wait."""
-        self.pack(ptrs).enqueue(stream)
+        with self.device.guard():
+            self.pack(ptrs).enqueue(stream)
 
     def __call__(self, *arrays, stream=None) -> None:
         """Run on NumPy arrays (copied in, outputs copied back) or device arrays (in place); waits for the result."""
+        with self.device.guard():
+            self._call(arrays, stream)
+
+    def _call(self, arrays, stream) -> None:
         dev = self.device
         dev.make_current()
         s = dev.stream if stream is None else stream
@@ -189,6 +194,10 @@ class CudaKernel:
     def time(self, *arrays, number: int = 10, repeat: int = 5) -> TimingResult:
         """Seconds per call (CUDA events) over `repeat` runs of `number` calls. The calls of a run are queued
         behind a spin kernel, so they run back to back however short they are."""
+        with self.device.guard():
+            return self._time(arrays, number, repeat)
+
+    def _time(self, arrays, number: int, repeat: int) -> TimingResult:
         dev = self.device
         dev.make_current()
         s = dev.stream

@@ -9,6 +9,7 @@ the call and the error, never a silent "no device"."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 
@@ -105,6 +106,23 @@ class CudaDevice:
         self.stream = check(cu, cu.cuStreamCreate(0), "cuStreamCreate")
         self._spin = None
         self._lock = threading.Lock()
+        self.poisoned: str | None = None  # the sticky error that made the context unusable
+
+    @contextlib.contextmanager
+    def guard(self):
+        """Around work on this device: once a sticky error has poisoned the context, every later use says
+        so at once (instead of each call failing with an error that names only itself)."""
+        if self.poisoned is not None:
+            raise CudaError(f"CUDA device {self.ordinal} is unusable in this process since an earlier kernel "
+                            f"failed ({self.poisoned}); every later CUDA call fails: start a new process "
+                            f"(tuning measures each candidate in a process of its own for this reason)",
+                            "CUDA_ERROR_POISONED", True)
+        try:
+            yield
+        except CudaError as exc:
+            if exc.sticky:
+                self.poisoned = str(exc)
+            raise
 
     def attribute(self, name: str) -> int:
         a = getattr(self.cu.CUdevice_attribute, f"CU_DEVICE_ATTRIBUTE_{name}")
