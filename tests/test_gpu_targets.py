@@ -164,3 +164,29 @@ def test_bfloat16_outputs_are_compared_as_values_not_bits():
     # 2.0 against 1.0 is 0x4000 against 0x3f80: under 1% apart as integers, a factor of two as numbers
     assert "max abs error 1" in check_outputs([bits([2.0])], [bits([1.0])], [5e-2], ["bfloat16"])
     assert check_outputs([bits([1.0078125])], [bits([1.0])], [5e-2], ["bfloat16"]) is None
+
+
+@needs_nvcc
+def test_a_program_the_gpu_space_cannot_place_gets_the_fallback_schedule():
+    """45 elements: no thread count of the space fills 75% of its warps, so the space is empty; the build
+    falls back to one thread per element instead of failing."""
+    x = tw.placeholder((1, 5, 3, 3), "float32", name="x")
+    kernel = tw.build([x, tw.ops.relu(x)], target="cuda -arch=sm_90")
+    assert kernel.module.kernels[0].block == (45, 1, 1)
+
+
+@needs_opencl
+def test_opencl_artefacts_name_their_platform_and_device(tmp_path):
+    import json
+
+    from tilewright.build.device_artefact import compile_opencl_artefact
+
+    tensors = matmul()
+    target = tw.Target("opencl -platform=0 -device=0")
+    backend = backend_for(target)
+    module = backend.render(backend.lower(naive_gpu_schedule(tensors[-1:], target), tensors, "k", target), target)
+    artefact = compile_opencl_artefact(module, target)
+    desc = json.loads((artefact.path / "launch.json").read_text())
+    assert (desc["platform"], desc["device"]) == (0, 0)
+    with pytest.raises(tw.TilewrightError, match="no OpenCL device"):
+        tw.Target("opencl -device=7")

@@ -14,7 +14,7 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .errors import TilewrightError
+from .errors import EmptySpaceError, TilewrightError
 from .targets import KINDS, Target
 
 
@@ -65,7 +65,14 @@ class Backend:
             return self.fallback_schedule(outputs, target)
         self.require_space()
         space, plan = self.space(outputs, target, constants=constants)
-        return self.apply(outputs, plan, self.default_point(space, plan))
+        try:
+            point = self.default_point(space, plan)
+        except EmptySpaceError:
+            # e.g. a GPU elementwise op over 45 elements: no thread count fills 75% of its warps
+            if self.fallback_schedule is None:
+                raise
+            return self.fallback_schedule(outputs, target)
+        return self.apply(outputs, plan, point)
 
     def require_space(self) -> None:
         if self.space is None:
@@ -164,17 +171,24 @@ def _cuda() -> Backend:
     )
 
 
+def _cl_context(target: Target):
+    """(context, queue) of the OpenCL device `target` names ("opencl -platform=P -device=N")."""
+    from .runtime.opencl import default_context
+
+    return default_context(target.gpu.platform, target.gpu.device)
+
+
 def _opencl() -> Backend:
     from .build.device_artefact import compile_opencl_artefact
     from .codegen.opencl import generate_opencl
-    from .runtime.opencl import OpenCLKernel, default_context
+    from .runtime.opencl import OpenCLKernel
     from .space.gpu_default import naive_gpu_schedule
 
     return Backend(
         kind="opencl", **_gpu_space_fields(),
         lower=_gpu_lower, render=lambda func, target: generate_opencl(func),
-        compile=lambda module, target, timeout=300.0: compile_opencl_artefact(module, target, default_context()[0]),
-        load=lambda func, module, artefact, target: OpenCLKernel(module),
+        compile=lambda module, target, timeout=300.0: compile_opencl_artefact(module, target, _cl_context(target)[0]),
+        load=lambda func, module, artefact, target: OpenCLKernel(module, *_cl_context(target), artefact.binary),
         runner="tilewright.runtime.device_runner", loader="tilewright.runtime.opencl",
         fallback_schedule=naive_gpu_schedule,
     )

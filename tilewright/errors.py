@@ -31,6 +31,11 @@ class ScheduleError(TilewrightError):
     """An illegal schedule primitive request."""
 
 
+class EmptySpaceError(ScheduleError):
+    """A schedule space whose constraints reject every point (a tiny or odd-shaped program on a device
+    whose rules it cannot meet): a kind with a fallback schedule uses that instead."""
+
+
 class LoweringError(TilewrightError):
     """A schedule could not be lowered to loop IR."""
 

@@ -417,10 +417,43 @@ CUresult cuStreamEndCapture(void *s, void **graph) {
   st->capture = NULL;
   return OK;
 }
+/* An instantiated graph holds its own copy of the launches: the graph may be destroyed after. */
+static void copy_launches(Graph *dst, const Graph *src) {
+  for (Launch *l = dst->first, *next; l; l = next) { next = l->next; free(l); }
+  dst->first = dst->last = NULL;
+  dst->n = 0;
+  for (const Launch *l = src->first; l; l = l->next) {
+    Launch *copy = malloc(sizeof *copy);
+    *copy = *l;
+    copy->next = NULL;
+    if (dst->last) dst->last->next = copy; else dst->first = copy;
+    dst->last = copy;
+    dst->n++;
+  }
+}
 CUresult cuGraphInstantiateWithFlags(void **exec, void *graph, unsigned long long flags) {
   (void)flags;
   if (!graph) return INVALID_VALUE;
-  *exec = graph;  /* launches are immutable once captured */
+  Graph *g = calloc(1, sizeof *g);
+  copy_launches(g, graph);
+  *exec = g;
+  note("graph-instantiate nodes=%d", g->n);
+  return OK;
+}
+/* Takes the new graph's parameters where its launches match the instantiated ones (same functions and
+ * shapes), as the driver does for kernel nodes; else refuses and the caller instantiates anew. */
+CUresult cuGraphExecUpdate(void *exec, void *graph, void *info) {
+  (void)info;
+  Graph *e = exec, *g = graph;
+  if (!e || !g) return INVALID_VALUE;
+  const Launch *a = e->first, *b = g->first;
+  for (; a && b; a = a->next, b = b->next)
+    if (a->f->module != b->f->module || a->f->index != b->f->index || memcmp(a->grid, b->grid, sizeof a->grid) ||
+        memcmp(a->block, b->block, sizeof a->block))
+      return 910; /* CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE */
+  if (a || b) return 910;
+  copy_launches(e, g);
+  note("graph-update nodes=%d", e->n);
   return OK;
 }
 CUresult cuGraphLaunch(void *exec, void *s) {
@@ -434,7 +467,8 @@ CUresult cuGraphLaunch(void *exec, void *s) {
     if ((e = run_launch(l))) return e;
   return OK;
 }
-CUresult cuGraphExecDestroy(void *exec) { (void)exec; return OK; }
+CUresult cuGraphDestroy(void *graph);
+CUresult cuGraphExecDestroy(void *exec) { return exec ? cuGraphDestroy(exec) : INVALID_VALUE; }
 CUresult cuGraphDestroy(void *graph) {
   Graph *g = graph;
   if (!g) return INVALID_VALUE;
@@ -460,6 +494,7 @@ static const char *error_name(CUresult e) {
     case ILLEGAL_ADDRESS: return "CUDA_ERROR_ILLEGAL_ADDRESS";
     case LAUNCH_OUT_OF_RESOURCES: return "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES";
     case CAPTURE_UNSUPPORTED: return "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED";
+    case 910: return "CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE";
     default: return NULL;
   }
 }
@@ -480,7 +515,8 @@ static const Entry entries[] = {
   E(cuMemcpyDtoH), E(cuMemcpyHtoDAsync), E(cuMemcpyDtoHAsync), E(cuMemcpyDtoD), E(cuMemcpyDtoDAsync),
   E(cuMemsetD8Async), E(cuPointerGetAttribute), E(cuEventCreate), E(cuEventRecord), E(cuEventSynchronize),
   E(cuEventElapsedTime), E(cuEventDestroy), E(cuStreamBeginCapture), E(cuStreamEndCapture),
-  E(cuGraphInstantiateWithFlags), E(cuGraphLaunch), E(cuGraphExecDestroy), E(cuGraphDestroy), E(cuGetErrorName),
+  E(cuGraphInstantiateWithFlags), E(cuGraphExecUpdate), E(cuGraphLaunch), E(cuGraphExecDestroy), E(cuGraphDestroy),
+  E(cuGetErrorName),
   E(cuGetErrorString),
 #undef E
   {"cuGraphInstantiate", (void *)cuGraphInstantiateWithFlags},

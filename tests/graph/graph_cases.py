@@ -220,15 +220,19 @@ def typed_graph(nodes, inputs, outputs, consts) -> Graph:
     return infer_types(Graph(ns, list(inputs), outputs, {v: TensorType(s) for v, s in inputs.items()}, consts))
 
 
-def slices_and_concat() -> Graph:
-    """Contiguous slices (of the input, of a concat) and a concat of two kernels' outputs:
-    every one a view (graph/views.py), so only relu, the add and the final mul run kernels."""
-    b = Builder("views")
-    x = b.input("x", (1, 24, 4, 4))
-    xs = b.op("slice", [x], "xs", (1, 16, 4, 4), begin=(0, 8, 0, 0), end=(1, 24, 4, 4), step=(1, 1, 1, 1))
-    a = b.op("relu", [xs], "a", (1, 16, 4, 4))
-    c = b.op("add", [xs, b.const("k", (1, 16, 1, 1))], "c", (1, 16, 4, 4))
-    cat = b.op("concat", [a, c], "cat", (1, 32, 4, 4), axis=1)
-    s = b.op("slice", [cat], "s", (1, 16, 4, 4), begin=(0, 8, 0, 0), end=(1, 24, 4, 4), step=(1, 1, 1, 1))
-    b.op("mul", [s, s], "out", (1, 16, 4, 4))
+def slices_and_concat(name: str = "views", shape=(1, 24, 4, 4), first=(8, 24), second=(8, 24)) -> Graph:
+    """Contiguous slices (channels `first` of the input, `second` of a concat) and a concat of two kernels'
+    outputs: every one a view (graph/views.py), so only relu, the add and the final mul run kernels."""
+    n, _, h, w = shape
+    kept, out = first[1] - first[0], second[1] - second[0]
+    b = Builder(name)
+    x = b.input("x", shape)
+    xs = b.op("slice", [x], "xs", (n, kept, h, w), begin=(0, first[0], 0, 0), end=(n, first[1], h, w),
+              step=(1, 1, 1, 1))
+    a = b.op("relu", [xs], "a", (n, kept, h, w))
+    c = b.op("add", [xs, b.const("k", (1, kept, 1, 1))], "c", (n, kept, h, w))
+    cat = b.op("concat", [a, c], "cat", (n, 2 * kept, h, w), axis=1)
+    s = b.op("slice", [cat], "s", (n, out, h, w), begin=(0, second[0], 0, 0), end=(n, second[1], h, w),
+             step=(1, 1, 1, 1))
+    b.op("mul", [s, s], "out", (n, out, h, w))
     return b.graph("out")

@@ -70,13 +70,16 @@ def compile_cuda_artefact(module: DeviceModule, target: Target, timeout: float =
 
 
 def compile_opencl_artefact(module: DeviceModule, target: Target, context=None) -> DeviceArtefact:
-    """With a pyopencl `context`, the program is built once here so that a compile error is a
-    BuildError; the driver builds it again (from its cache) where the artefact is loaded."""
+    """With a pyopencl `context`, the program is built here, so that a compile error is a BuildError, and
+    kept as the artefact's `binary` for a kernel loaded in this process; a measuring process builds it
+    again from the source (pyopencl caches the binary). launch.json names the platform and device."""
+    program = None
     if context is not None:
         from .opencl import build_program
 
-        build_program(module.source, context)
-    return DeviceArtefact(_cached(module, target, {}), module)
+        program = build_program(module.source, context)
+    extra = {"platform": target.gpu.platform, "device": target.gpu.device}
+    return DeviceArtefact(_cached(module, target, {}, extra), module, program)
 
 
 __all__ = ["ARTEFACT_FORMAT", "DESCRIPTOR", "SOURCE_FILE", "DeviceArtefact", "compile_cuda_artefact",

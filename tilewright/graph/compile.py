@@ -2,9 +2,13 @@
 the PyTorch frontend first; then the graph is typed, optimized and fused, its
 groups lowered to te programs, identical programs merged into tasks, the tasks
 tuned when `trials` > 0 (one budget for the model, records reused), and one
-kernel built per task from the best record or the default schedule."""
+kernel built per task from the best record or the default schedule. For a GPU
+target (CUDA, OpenCL) the same pipeline ends in a GpuModule
+(graph/device_build.py, graph/device_module.py)."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from .ir import Graph
 from .kernel_graph import kernel_graph
@@ -12,11 +16,15 @@ from .layout import narrow_block
 from .module import Module, build_module
 from .tasks import extract_tasks, lower_partition
 
+if TYPE_CHECKING:
+    from .device_module import GpuModule
+
 
 def compile(model, example_inputs=None, target="cpu", trials: int = 0, records=None,  # noqa: A001 (as torch.compile)
             progress: bool = True, name: str | None = None, layout: str = "auto", winograd: bool = True,
-            **tune_options) -> Module:
-    """Compile a Graph or a torch.nn.Module (with `example_inputs`) for `target`.
+            dtype: str = "float32", **tune_options) -> Module | GpuModule:
+    """Compile a Graph or a torch.nn.Module (with `example_inputs`) for `target`: a Module on a CPU,
+    a GpuModule on "cuda" / "opencl" (NCHW, no Winograd; see graph/device_module.py).
     `trials`: the model's total tuning budget (0: default schedules, no measuring).
     `layout`: "NCHW" (every convolution on the caller's layout), "NCHWc" (every
     convolution that can, on NCHW{b}c data with b the target's fp32 vector lanes, or half of
@@ -27,6 +35,9 @@ def compile(model, example_inputs=None, target="cpu", trials: int = 0, records=N
     `winograd`: packed 3x3 stride-1 convolutions with enough channels run as Winograd F(4x4, 3x3)
     (input transform, batched GEMM, output transform; see `graph/winograd.py`); False keeps every
     convolution direct.
+    `dtype`: "float32", or on GPU targets "float16": weights and activations stored as float16, every
+    sum (convolution, dense, pooling, softmax, normalisation) accumulated in float32; the inputs and
+    outputs are float16 (graph/half_precision.py).
     `name`: the model's name in progress lines and summaries (default: its class name).
     `records`: a record store or path (default: the user cache); tuning writes to it
     and the build reads from it. `tune_options` go to `tw.tune` (seed, timeout, cost_model, ...)."""
@@ -37,9 +48,22 @@ def compile(model, example_inputs=None, target="cpu", trials: int = 0, records=N
     from .optimize import optimize
 
     tgt = as_target(target)
+    if tgt.is_gpu:
+        from .device_build import check_dtype
+
+        check_dtype(dtype, tgt)  # before the frontend's work: float16 on OpenCL needs cl_khr_fp16
+    elif dtype != "float32":
+        from ..errors import ShapeError
+
+        raise ShapeError(f"compile: dtype {dtype!r} is for GPU targets ('cuda', 'opencl'); CPU models run "
+                         f"float32: pass dtype='float32'")
     graph = model if isinstance(model, Graph) else _from_torch(model, example_inputs, name)
     graph = optimize(infer_types(graph))
     store = records if isinstance(records, Records) else Records(records)
+    if tgt.is_gpu:
+        from .device_build import compile_for_device
+
+        return compile_for_device(graph, tgt, store, trials, progress, layout, dtype, **tune_options)
     built = None  # the module `auto` measured: the result itself when nothing is tuned
     if layout == "auto":
         from .layout_choice import choose_layout

@@ -9,7 +9,6 @@ a GPU, compiling works and constructing a kernel raises NoCudaDevice."""
 from __future__ import annotations
 
 import math
-import time as _time
 from pathlib import Path
 
 import numpy as np
@@ -22,9 +21,6 @@ from .device_args import check_array, device_dtype, from_device_layout, to_devic
 from .device_export import read_artefact, write_artefact
 from .timing import TimingResult
 
-# Launches queued in one timed batch: the driver's launch queue holds about a thousand before the host
-# blocks, and a batch must be queued whole while the spin kernel runs.
-MAX_QUEUED = 512
 # What a binary refused by the driver reads as; the PTX is tried instead.
 _BINARY_REFUSED = {"CUDA_ERROR_NO_BINARY_FOR_GPU", "CUDA_ERROR_INVALID_IMAGE", "CUDA_ERROR_INVALID_SOURCE",
                    "CUDA_ERROR_UNSUPPORTED_PTX_VERSION"}
@@ -200,35 +196,11 @@ class CudaKernel:
     def _time(self, arrays, number: int, repeat: int) -> TimingResult:
         dev = self.device
         dev.make_current()
-        s = dev.stream
-        ptrs, _, owned = self._device_args(arrays, s)
-        cu = self._cu
-        start = check(cu, cu.cuEventCreate(0), "cuEventCreate")
-        end = check(cu, cu.cuEventCreate(0), "cuEventCreate")
+        ptrs, _, owned = self._device_args(arrays, dev.stream)
         try:
             launches = self.pack(ptrs)
-            launches.enqueue(s)  # warm-up
-            dev.synchronize(s, f"kernel {self.module.func_name}")
-            host_s = _enqueue_seconds(launches, s)
-            dev.synchronize(s, f"kernel {self.module.func_name}")
-            samples = []
-            for _ in range(repeat):
-                ms, left = 0.0, number
-                while left:
-                    batch = min(left, MAX_QUEUED)
-                    dev.spin(batch * host_s * 1.5 + 50e-6, s)
-                    check(cu, cu.cuEventRecord(start, s), "cuEventRecord")
-                    for _ in range(batch):
-                        launches.enqueue(s)
-                    check(cu, cu.cuEventRecord(end, s), "cuEventRecord")
-                    check(cu, cu.cuEventSynchronize(end), f"kernel {self.module.func_name}")
-                    ms += check(cu, cu.cuEventElapsedTime(start, end), "cuEventElapsedTime")
-                    left -= batch
-                samples.append(ms * 1e-3 / number)
-            return TimingResult.of(samples, number)
+            return TimingResult.of(dev.time_queued(lambda: launches.enqueue(dev.stream), number, repeat), number)
         finally:
-            cu.cuEventDestroy(start)
-            cu.cuEventDestroy(end)
             self._free(owned)
 
     def export(self, directory) -> Path:
@@ -243,14 +215,6 @@ class CudaKernel:
                 self._cu.cuModuleUnload(self.cu_module)
         except Exception:  # noqa: BLE001 - interpreter shutdown, a poisoned context
             pass
-
-
-def _enqueue_seconds(launches: CudaLaunches, stream, calls: int = 8) -> float:
-    """Host seconds to enqueue one call (what the spin kernel must cover per queued call)."""
-    t0 = _time.perf_counter()
-    for _ in range(calls):
-        launches.enqueue(stream)
-    return (_time.perf_counter() - t0) / calls
 
 
 def device_pointer(a, b, func_name: str, device, stream) -> int:

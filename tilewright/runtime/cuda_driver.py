@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import threading
+import time
 
 from ..errors import MeasureError
 from ..targets.gpu import cuda_driver_status
@@ -26,6 +27,11 @@ STICKY_ERRORS = frozenset({
     "CUDA_ERROR_LAUNCH_TIMEOUT", "CUDA_ERROR_CONTEXT_IS_DESTROYED", "CUDA_ERROR_UNKNOWN",
     "CUDA_ERROR_TOO_MANY_PEERS", "CUDA_ERROR_CONTEXT_ALREADY_IN_USE",
 })
+
+
+# Launches queued in one timed batch: the driver's launch queue holds about a thousand before the host
+# blocks, and a batch must be queued whole while the spin kernel runs.
+MAX_QUEUED = 512
 
 
 class NoCudaDevice(MeasureError):
@@ -138,6 +144,41 @@ class CudaDevice:
     def synchronize(self, stream=None, what: str = "stream") -> None:
         check(self.cu, self.cu.cuStreamSynchronize(self.stream if stream is None else stream), what)
 
+    def time_queued(self, enqueue, number: int, repeat: int, max_batch: int = MAX_QUEUED) -> list[float]:
+        """Device seconds per call of `enqueue` (which queues one call on this device's stream, no wait) in
+        each of `repeat` runs of `number` calls: CUDA events around batches of at most `max_batch` calls
+        queued behind a spin kernel that covers their queueing from Python, so that the GPU runs them back
+        to back however short they are."""
+        cu, s = self.cu, self.stream
+        enqueue()  # warm-up
+        self.synchronize(s, "the warm-up call")
+        t0 = time.perf_counter()
+        for _ in range(4):
+            enqueue()
+        host_s = (time.perf_counter() - t0) / 4
+        self.synchronize(s, "the warm-up calls")
+        start = check(cu, cu.cuEventCreate(0), "cuEventCreate")
+        end = check(cu, cu.cuEventCreate(0), "cuEventCreate")
+        samples = []
+        try:
+            for _ in range(repeat):
+                ms, left = 0.0, number
+                while left:
+                    batch = min(left, max_batch)
+                    self.spin(batch * host_s * 1.5 + 50e-6, s)
+                    check(cu, cu.cuEventRecord(start, s), "cuEventRecord")
+                    for _ in range(batch):
+                        enqueue()
+                    check(cu, cu.cuEventRecord(end, s), "cuEventRecord")
+                    check(cu, cu.cuEventSynchronize(end), "the timed calls")
+                    ms += check(cu, cu.cuEventElapsedTime(start, end), "cuEventElapsedTime")
+                    left -= batch
+                samples.append(ms * 1e-3 / number)
+        finally:
+            cu.cuEventDestroy(start)
+            cu.cuEventDestroy(end)
+        return samples
+
     def spin(self, seconds: float, stream=None) -> None:
         """Queue a one-thread kernel that keeps the GPU busy for about `seconds`, so that launches queued
         behind it run back to back (their timing then measures the GPU, not the host's launch rate)."""
@@ -155,5 +196,5 @@ def cuda_device(ordinal: int = 0) -> CudaDevice:
     return CudaDevice(ordinal)
 
 
-__all__ = ["STICKY_ERRORS", "CudaDevice", "CudaError", "NoCudaDevice", "check", "cuda_device", "driver",
+__all__ = ["MAX_QUEUED", "STICKY_ERRORS", "CudaDevice", "CudaError", "NoCudaDevice", "check", "cuda_device", "driver",
            "error_name"]

@@ -53,7 +53,8 @@ class OpenCLKernel:
     """A DeviceModule built for an OpenCL device. Call it with NumPy arrays (copied in, outputs copied
     back) or pyopencl Buffers / Arrays (used in place), in the order of the function's arguments."""
 
-    def __init__(self, module: DeviceModule, context=None, queue=None):
+    def __init__(self, module: DeviceModule, context=None, queue=None, program=None):
+        """`program`: the module's source already built for `context` (not built again)."""
         if module.dialect != "opencl":
             raise MeasureError(f"OpenCLKernel needs an OpenCL module, got {module.dialect!r}")
         cl = _cl()
@@ -62,7 +63,7 @@ class OpenCLKernel:
         elif queue is None:
             queue = cl.CommandQueue(context, properties=cl.command_queue_properties.PROFILING_ENABLE)
         self.module, self.context, self.queue = module, context, queue
-        self.program = build_program(module.source, context)
+        self.program = program if program is not None else build_program(module.source, context)
         self._kernels = [cl.Kernel(self.program, k.name) for k in module.kernels]
         self._scratch = None
 
@@ -151,8 +152,11 @@ class OpenCLKernel:
 
 
 def load_exported(directory, context=None, queue=None) -> OpenCLKernel:
-    """An OpenCLKernel from a directory written by OpenCLKernel.export."""
-    module, _, _ = read_artefact(directory, "opencl")
+    """An OpenCLKernel from a directory written by OpenCLKernel.export, on `context` (default: the platform
+    and device launch.json names, else the first device of the first platform)."""
+    module, desc, _ = read_artefact(directory, "opencl")
+    if context is None:
+        context, queue = default_context(desc.get("platform", 0), desc.get("device", 0))
     return OpenCLKernel(module, context, queue)
 
 

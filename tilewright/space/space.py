@@ -9,7 +9,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..errors import TilewrightError
+from ..errors import EmptySpaceError, TilewrightError
 from .knobs import OrdinalKnob, SplitKnob
 
 
@@ -84,7 +84,7 @@ class Space:
             p = Point(tuple((name, k.sample(rng)) for name, k in self.knobs.items()))
             if self.constraint(p):
                 return p
-        raise TilewrightError("could not sample a valid point: the space's constraints reject everything")
+        raise EmptySpaceError("could not sample a valid point: the space's constraints reject everything")
 
     def directions(self) -> list[Direction]:
         """Every move of the space, in a fixed order (the Q-network's outputs)."""

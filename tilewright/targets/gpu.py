@@ -7,7 +7,7 @@ driver that is there but fails is an error, never "no device")."""
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..errors import TilewrightError
 
@@ -36,7 +36,8 @@ class GpuFacts:
     memory_bus_bits: int = 0  # DRAM bus width; with mem_clock_khz the DRAM bandwidth; 0: unknown
     regs_per_block: int = 0  # 32-bit registers one block may use (65536 on sm_80/sm_90); 0: unknown (OpenCL)
     max_grid_dims: tuple[int, int, int] = (2**31 - 1, 2**31 - 1, 2**31 - 1)  # blocks per grid dimension
-    device: int = 0  # the ordinal kernels run on ("cuda -device=N")
+    device: int = 0  # the ordinal kernels run on ("cuda -device=N", "opencl -device=N")
+    platform: int = 0  # OpenCL: the platform's index ("opencl -platform=P")
 
     @property
     def dram_bytes_per_s(self) -> float:
@@ -240,9 +241,9 @@ def detect_opencl(platform: int | None = None, device: int | None = None) -> Gpu
         platforms = cl.get_platforms()
         plat = platforms[platform or 0]
         dev = plat.get_devices()[device or 0]
-    except Exception:  # no ICD, no platform, index out of range
+    except Exception:  # noqa: BLE001 - no ICD, no platform, index out of range
         return None
-    return opencl_facts(dev)
+    return replace(opencl_facts(dev), platform=platform or 0, device=device or 0)
 
 
 def opencl_facts(dev) -> GpuFacts:

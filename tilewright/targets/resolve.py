@@ -60,7 +60,7 @@ def _opencl(opts: dict) -> Target:
     from .gpu import detect_opencl
 
     platform = opts.get("platform")
-    facts = detect_opencl(platform, _index(opts, "device"))
+    facts = detect_opencl(_index(opts, "platform"), _index(opts, "device"))
     if facts is None:
         raise TilewrightError("no OpenCL device found: install pyopencl and an OpenCL driver "
                               "(pip install pyopencl pocl-binary-distribution gives PoCL's CPU device)"

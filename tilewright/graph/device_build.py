@@ -1,0 +1,127 @@
+"""`compile` for a GPU target (CUDA or OpenCL): the optimized graph on NCHW
+data (the CPU's packed layouts and Winograd are not used: the GPU space
+schedules direct convolutions), fused, its groups lowered to te programs
+(rewritten to store float16 for `dtype="float16"`, graph/half_precision.py),
+identical programs merged into tasks, tuned when asked, one kernel built per
+task through the target's backend record (best record or the GPU space's
+default), and a GpuModule around them. A group whose kernel does not build
+is named, with its ops, in a BuildError saying what to do instead."""
+
+from __future__ import annotations
+
+from ..errors import BuildError, ShapeError, TilewrightError
+from .device_module import GpuModule, memory_for
+from .device_plan import build_device_plan, pack_weights
+from .half_precision import half_partition, half_program
+from .memory_plan import plan_memory
+from .tasks import Task, extract_tasks, lower_partition
+
+DTYPES = ("float32", "float16")
+
+
+def compile_for_device(graph, target, store, trials: int, progress: bool, layout: str, dtype: str,
+                       **tune_options) -> GpuModule:
+    """The GpuModule of the optimized `graph` on GPU `target` (see graph/compile.py)."""
+    from .fusion import fuse
+    from .kernel_graph import kernel_graph
+
+    if layout not in ("auto", "NCHW"):
+        raise ShapeError(f"compile: layout {layout!r} is for CPUs (vector-blocked channels); {target.kind} targets "
+                         f"run NCHW: pass layout='NCHW' or 'auto'")
+    check_dtype(dtype, target)
+    partition = fuse(kernel_graph(graph, "NCHW", 1, winograd=False))
+    programs = lower_partition(partition)
+    if dtype == "float16":
+        programs = {g: half_program(p) for g, p in programs.items()}
+        partition = half_partition(partition)
+    tasks = extract_tasks(partition, programs)
+    tuning = {"trials": 0, "reused": 0, "seconds": 0.0}
+    if trials > 0:
+        from .scheduler import tune_tasks
+
+        tuning = tune_tasks(tasks, target, trials, records=store, progress=progress, model=graph.name, **tune_options)
+    with store:
+        module = build_gpu_module(partition, target, programs, tasks, dtype)
+    module.tuning = tuning
+    return module
+
+
+def check_dtype(dtype: str, target) -> None:
+    """A ShapeError for a dtype models are not compiled in; a BuildError naming the device for
+    float16 on an OpenCL device without cl_khr_fp16 (PoCL's CPU device lacks it)."""
+    if dtype not in DTYPES:
+        raise ShapeError(f"compile: dtype {dtype!r} is not supported for models; valid: {', '.join(DTYPES)}")
+    if dtype == "float16" and target.kind == "opencl":
+        why = opencl_half_missing(target)
+        if why:
+            raise BuildError(f"compile: dtype='float16' needs OpenCL's cl_khr_fp16, which {why}; compile with "
+                             f"dtype='float32', or for CUDA")
+
+
+def opencl_half_missing(target) -> str | None:
+    """Why the OpenCL device of `target` cannot run float16 (None when it can)."""
+    from ..runtime.opencl import default_context
+
+    device = default_context(target.gpu.platform, target.gpu.device)[0].devices[0]
+    if "cl_khr_fp16" in device.extensions.split():
+        return None
+    return f"the device '{device.name.strip()}' ({device.platform.name.strip()}) does not offer"
+
+
+def build_gpu_module(partition, target, programs, tasks: list[Task], dtype: str = "float32") -> GpuModule:
+    """One kernel per task (and per group whose arguments do not map onto its task's kernel), the
+    memory plan and the device plan, and the module."""
+    graph = partition.graph
+    task_of = {g: t for t in tasks for g in t.groups}
+    kernels: dict[str, object] = {}
+    for t in tasks:
+        kernels[t.key] = _build(t.args, set(t.constants), target, t.name, t.groups, partition)
+        for g in t.groups[1:]:
+            if t.arg_order(programs[g]) is None:
+                from .tasks import constant_positions
+
+                kernels[g] = _build(list(programs[g].args), constant_positions(programs[g], graph.constants),
+                                    target, programs[g].name, [g], partition)
+    bindings = []
+    for g in partition.groups:
+        if g.is_view:
+            continue
+        task, prog = task_of[g.name], programs[g.name]
+        values = prog.input_values + prog.output_values
+        key = g.name if g.name in kernels else task.key
+        if key != g.name:
+            values = tuple(values[i] for i in task.arg_order(prog))
+        bindings.append((g.name, "+".join(n.op for n in g.nodes), key, f"{task.name} (x{task.weight})", task.flops,
+                         tuple(values), frozenset(prog.output_values)))
+    first = next(iter(kernels.values()))
+    align = memory_for(first).align if hasattr(first, "pack") else 16
+    plan = build_device_plan(partition, plan_memory(partition), bindings, align, dtype)
+    constants = {v: graph.constants[v] for v in plan.weights}
+    module = GpuModule(plan, kernels, target, pack_weights(plan, _typed(graph, constants)))
+    module.graph, module.partition, module.tasks = graph, partition, tasks
+    return module
+
+
+def _typed(graph, constants: dict) -> dict:
+    import numpy as np
+
+    return {v: np.asarray(c, dtype=graph.type_of(v).dtype) for v, c in constants.items()}
+
+
+def _build(args, constants: set[int], target, name: str, groups, partition):
+    from .const_packs import build_kernel
+
+    try:
+        return build_kernel(args, constants, target, name)[0]
+    except Exception as exc:  # noqa: BLE001 - any failure is this group's, named with the way out
+        first = exc
+    by_name = {g.name: g for g in partition.groups}
+    ops = sorted({n.op for g in groups for n in by_name[g].nodes})
+    what = "does not build" if isinstance(first, TilewrightError) else "failed to build (a tilewright bug)"
+    raise BuildError(f"model '{partition.graph.name}': the kernel of group{'s' if len(groups) > 1 else ''} "
+                     f"{', '.join(repr(g) for g in groups)} (ops: {', '.join(ops)}) {what} for {target.kind} "
+                     f"({type(first).__name__}: {str(first)[:1500]}). Compile this model for the CPU "
+                     f"(target='cpu'), or replace these ops in the model") from first
+
+
+__all__ = ["DTYPES", "build_gpu_module", "check_dtype", "compile_for_device", "opencl_half_missing"]
