@@ -300,7 +300,7 @@ for tname, expr, expect, match in [("tune_log", "tw.log(A[i]) + B[i]", "ok", Non
                                    ("tune_exp_half_overflow", "tw.exp(A[i] * 1000.0) + B[i]", "ok", None)]:
     P(tname, "nan", TUNE.format(expr=expr), expect, match, timeout=180)
 P("check_nan_vs_number", "nan", """
-    from tilewright.runtime.runner import check
+    from tilewright.runtime.runner import check_outputs as check
     want = np.array([1.0, np.nan, np.inf, -np.inf], "float32")
     for got in ([1, 2, np.inf, -np.inf], [1, np.nan, -np.inf, -np.inf], [np.nan, np.nan, np.inf, -np.inf], [1, np.nan, np.inf, 5]):
         if check([np.array(got, "float32")], [want], [1e-4]) is None:

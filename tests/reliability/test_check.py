@@ -13,7 +13,7 @@ import tilewright as tw
 from tilewright.errors import TilewrightError
 from tilewright.runtime.inputs import check_fits_in_memory, positive_inputs
 from tilewright.runtime.measure import Measurer
-from tilewright.runtime.runner import check
+from tilewright.runtime.runner import check_outputs as check
 from tilewright.targets import as_target
 
 
