@@ -108,7 +108,15 @@ class CRenderer:
         slot = self.promoted_slot(e.tensor, e.indices[0])
         if slot is not None:
             return slot
-        return f"{self.names.of(e.tensor, e.tensor.name)}[{self.expr(e.indices[0])}]"
+        return self.load_element(e.tensor, self.names.of(e.tensor, e.tensor.name), self.expr(e.indices[0]))
+
+    def load_element(self, b, buf: str, index: str) -> str:
+        """One element of buffer `b` (named `buf` here) at `index`."""
+        return f"{buf}[{index}]"
+
+    def store_element(self, b, buf: str, index: str, value: str) -> str:
+        """The statement writing `value` into buffer `b` (named `buf` here) at `index`."""
+        return f"{buf}[{index}] = {value};"
 
     def expr_Binary(self, e: Binary) -> str:
         a, b = self.expr(e.a), self.expr(e.b)
@@ -289,7 +297,7 @@ class CRenderer:
             self.emit(f"{slot} = {self.expr(s.value)};")
             return
         buf = self.names.of(s.buffer, s.buffer.name)
-        self.emit(f"{buf}[{self.expr(s.indices[0])}] = {self.expr(s.value)};")
+        self.emit(self.store_element(s.buffer, buf, self.expr(s.indices[0]), self.expr(s.value)))
 
     def stmt_LetStmt(self, s: LetStmt) -> None:
         v = self.names.of(s.var, s.var.name)

@@ -94,6 +94,10 @@ class GpuRenderer(CRenderer):
     def vector_type(self, d: DType) -> str:
         return f"{self.storage_type(d.scalar)}{d.lanes}"
 
+    def temp_type(self, d: DType) -> str:
+        """The type of a temporary holding one element on its way to memory."""
+        return self.storage_type(d)
+
     def temp(self) -> str:
         self.ntemp += 1
         return f"tw_t{self.ntemp}"
@@ -169,9 +173,9 @@ class GpuRenderer(CRenderer):
         temps = []  # every lane is computed before any is stored: the value may read the target
         for v in vals:
             temps.append(self.temp())
-            self.emit(f"const {self.storage_type(value.dtype.scalar)} {temps[-1]} = {v};")
+            self.emit(f"const {self.temp_type(value.dtype.scalar)} {temps[-1]} = {v};")
         for k, t in enumerate(temps):
-            self.emit(f"{buf}[{self.expr(self.lane(index, k, hoisted))}] = {t};")
+            self.emit(self.store_element(s.buffer, buf, self.expr(self.lane(index, k, hoisted)), t))
 
     def stmt_LetStmt(self, s: LetStmt) -> None:
         if s.var.dtype.lanes == 1:

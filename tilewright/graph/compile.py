@@ -51,7 +51,7 @@ def compile(model, example_inputs=None, target="cpu", trials: int = 0, records=N
     if tgt.is_gpu:
         from .device_build import check_dtype
 
-        check_dtype(dtype, tgt)  # before the frontend's work: float16 on OpenCL needs cl_khr_fp16
+        check_dtype(dtype, tgt)  # before the frontend's work
     elif dtype != "float32":
         from ..errors import ShapeError
 

@@ -47,25 +47,9 @@ def compile_for_device(graph, target, store, trials: int, progress: bool, layout
 
 
 def check_dtype(dtype: str, target) -> None:
-    """A ShapeError for a dtype models are not compiled in; a BuildError naming the device for
-    float16 on an OpenCL device without cl_khr_fp16 (PoCL's CPU device lacks it)."""
+    """A ShapeError for a dtype models are not compiled in."""
     if dtype not in DTYPES:
         raise ShapeError(f"compile: dtype {dtype!r} is not supported for models; valid: {', '.join(DTYPES)}")
-    if dtype == "float16" and target.kind == "opencl":
-        why = opencl_half_missing(target)
-        if why:
-            raise BuildError(f"compile: dtype='float16' needs OpenCL's cl_khr_fp16, which {why}; compile with "
-                             f"dtype='float32', or for CUDA")
-
-
-def opencl_half_missing(target) -> str | None:
-    """Why the OpenCL device of `target` cannot run float16 (None when it can)."""
-    from ..runtime.opencl import default_context
-
-    device = default_context(target.gpu.platform, target.gpu.device)[0].devices[0]
-    if "cl_khr_fp16" in device.extensions.split():
-        return None
-    return f"the device '{device.name.strip()}' ({device.platform.name.strip()}) does not offer"
 
 
 def build_gpu_module(partition, target, programs, tasks: list[Task], dtype: str = "float32") -> GpuModule:
@@ -124,4 +108,4 @@ def _build(args, constants: set[int], target, name: str, groups, partition):
                      f"(target='cpu'), or replace these ops in the model") from first
 
 
-__all__ = ["DTYPES", "build_gpu_module", "check_dtype", "compile_for_device", "opencl_half_missing"]
+__all__ = ["DTYPES", "build_gpu_module", "check_dtype", "compile_for_device"]
