@@ -57,15 +57,13 @@ def build_gpu_module(partition, target, programs, tasks: list[Task], dtype: str 
     memory plan and the device plan, and the module."""
     graph = partition.graph
     task_of = {g: t for t in tasks for g in t.groups}
-    kernels: dict[str, object] = {}
+    jobs: dict[str, tuple] = {}  # kernel key -> (args, name, groups)
     for t in tasks:
-        kernels[t.key] = _build(t.args, set(t.constants), target, t.name, t.groups, partition)
+        jobs[t.key] = (t.args, t.name, t.groups)
         for g in t.groups[1:]:
             if t.arg_order(programs[g]) is None:
-                from .tasks import constant_positions
-
-                kernels[g] = _build(list(programs[g].args), constant_positions(programs[g], graph.constants),
-                                    target, programs[g].name, [g], partition)
+                jobs[g] = (list(programs[g].args), programs[g].name, [g])
+    kernels = _build_kernels(jobs, target, partition)
     bindings = []
     for g in partition.groups:
         if g.is_view:
@@ -92,20 +90,55 @@ def _typed(graph, constants: dict) -> dict:
     return {v: np.asarray(c, dtype=graph.type_of(v).dtype) for v, c in constants.items()}
 
 
-def _build(args, constants: set[int], target, name: str, groups, partition):
-    from .const_packs import build_kernel
+def _build_kernels(jobs: dict[str, tuple], target, partition) -> dict[str, object]:
+    """Each job's kernel (the best record's schedule, else the default): every one lowered and rendered
+    first, then all compiled at once (CUDA: nvcc runs as one subprocess per kernel, on the usable cores
+    or TILEWRIGHT_BUILD_CPUS), then loaded. A failure names the group it belongs to."""
+    from concurrent.futures import ThreadPoolExecutor
 
-    try:
-        return build_kernel(args, constants, target, name)[0]
-    except Exception as exc:  # noqa: BLE001 - any failure is this group's, named with the way out
-        first = exc
+    from ..backends import backend_for
+    from ..config import build_cpus, pin_this_thread, usable_cores
+    from ..search.tuner import best_schedule
+
+    backend = backend_for(target)
+    rendered = {}
+    for key, (args, name, groups) in jobs.items():
+        try:
+            func = backend.lower(best_schedule(backend, args, target), args, name, target)
+            rendered[key] = (func, backend.render(func, target))
+        except Exception as exc:  # noqa: BLE001 - any failure is this group's, named with the way out
+            _fail(exc, groups, target, partition)
+
+    def compile_one(key: str):
+        try:
+            return backend.compile(rendered[key][1], target)
+        except Exception as exc:  # noqa: BLE001 - reported below, naming the group
+            return exc
+
+    # OpenCL builds in the driver, in this process: one at a time
+    workers = (len(build_cpus() or ()) or usable_cores()) if target.kind == "cuda" else 1
+    with ThreadPoolExecutor(workers, initializer=pin_this_thread, initargs=(build_cpus(),)) as pool:
+        artefacts = dict(zip(rendered, pool.map(compile_one, rendered)))
+    kernels = {}
+    for key, (func, module) in rendered.items():
+        try:
+            if isinstance(artefacts[key], Exception):
+                raise artefacts[key]
+            kernels[key] = backend.load(func, module, artefacts[key], target)
+        except Exception as exc:  # noqa: BLE001
+            _fail(exc, jobs[key][2], target, partition)
+    return kernels
+
+
+def _fail(exc: Exception, groups, target, partition):
+    """Raise the BuildError that names the groups whose kernel failed, their ops, and the way out."""
     by_name = {g.name: g for g in partition.groups}
     ops = sorted({n.op for g in groups for n in by_name[g].nodes})
-    what = "does not build" if isinstance(first, TilewrightError) else "failed to build (a tilewright bug)"
+    what = "does not build" if isinstance(exc, TilewrightError) else "failed to build (a tilewright bug)"
     raise BuildError(f"model '{partition.graph.name}': the kernel of group{'s' if len(groups) > 1 else ''} "
                      f"{', '.join(repr(g) for g in groups)} (ops: {', '.join(ops)}) {what} for {target.kind} "
-                     f"({type(first).__name__}: {str(first)[:1500]}). Compile this model for the CPU "
-                     f"(target='cpu'), or replace these ops in the model") from first
+                     f"({type(exc).__name__}: {str(exc)[:1500]}). Compile this model for the CPU "
+                     f"(target='cpu'), or replace these ops in the model") from exc
 
 
 __all__ = ["DTYPES", "build_gpu_module", "check_dtype", "compile_for_device"]
