@@ -112,8 +112,8 @@ def test_kernels_run_from_other_threads_and_on_the_device_asked_for(fake_driver,
     assert got == {"errors": [], "device": 1, "reloaded": 1, "desc": 1}
 
 
-def test_device_arrays_are_checked_for_their_device_and_gradients(fake_driver, tmp_path):
-    got, _ = run_fake(fake_driver, tmp_path, prefix=MATMUL, script="""
+def test_device_arrays_are_checked_for_their_device_gradients_and_stream(fake_driver, tmp_path):
+    got = run_fake(fake_driver, tmp_path, prefix=MATMUL, script="""
         from tilewright.runtime.cuda_driver import check, cuda_device
         k = tw.build([A, B, C], target="cuda")
         other = cuda_device(1)
@@ -126,16 +126,26 @@ def test_device_arrays_are_checked_for_their_device_and_gradients(fake_driver, t
             @property
             def __cuda_array_interface__(self):
                 raise RuntimeError("Can't get __cuda_array_interface__ on Variable that requires grad")
+        mine = cuda_device(0)
+        mine.make_current()
+        ptr0 = int(check(mine.cu, mine.cu.cuMemAlloc(64 * 32 * 4), "alloc"))
+        other_stream = check(mine.cu, mine.cu.cuStreamCreate(0), "stream")
+        class OnItsOwnStream:
+            __cuda_array_interface__ = {"shape": (64, 32), "typestr": "<f4", "data": (ptr0, False), "version": 3,
+                                        "strides": None, "stream": int(other_stream)}
         out = {}
-        for name, arg in (("device", OnDevice1()), ("grad", NeedsGrad())):
+        for name, arg in (("device", OnDevice1()), ("grad", NeedsGrad()), ("stream", OnItsOwnStream())):
             try:
                 k(a, b, arg)
+                out[name] = "ok"
             except tw.MeasureError as exc:
                 out[name] = str(exc)
         print(json.dumps(out))
     """, TW_FAKE_CUDA_DEVICES="2")
+    got, log = got
     assert "lives on CUDA device 1" in got["device"] and ".to('cuda:0')" in got["device"]
     assert "detach()" in got["grad"]
+    assert got["stream"] == "ok" and "stream-wait-event" in log  # the array's own stream is waited for
 
 
 def big_block_and_small_block(target):
