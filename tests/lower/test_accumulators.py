@@ -113,8 +113,27 @@ def test_sibling_tiles_that_do_not_fit_together_are_fenced_apart():
     assert fences_between_tiles(lower(s, args, registers=AVX2)) == [7]
     source = tw.build(s, args, target=AVX2_TARGET).source
     assert source.count('__asm__ __volatile__("" ::: "memory");') == 7
-    wide = RegisterFile(vector_bytes=64, count=32)  # AVX-512: a row is 4 zmm, rows fit in pairs
-    assert fences_between_tiles(lower(s, args, registers=wide)) == [0]
+    wide = RegisterFile(vector_bytes=64, count=32)  # AVX-512: a row is 4 zmm, 7 rows fit, then one more
+    assert fences_between_tiles(lower(s, args, registers=wide)) == [1]
+
+
+def test_a_block_too_large_for_the_registers_is_split_by_rows_and_strip_mined(rng):
+    """The tutorial's 8 x 64 block is 64 ymm: each row's 8 ymm are promoted across a strip of k.outer
+    whose rows of B fit one way of the L1 (so the 8 rows reuse them from L1), instead of being loaded
+    and stored around every 4 steps of k.inner."""
+    s, args = tutorial(n=128)
+    func = lower(s, args, registers=AVX2)
+    strips = [x for x in walk_stmt(func.body) if isinstance(x, For) and x.var.name.endswith(".strip")]
+    assert len(strips) == 1
+    tiles = register_tiles(func)
+    assert len(tiles) == 8 and all(t.buffer.size == 64 for t in tiles)
+    for tile in tiles:  # each row's tile spans a whole strip: the strip's inner loop, k.inner inside it
+        loop = next(p for p in tile.body.stmts if isinstance(p, For))
+        assert loop.var.name.endswith(".in") and accesses(loop, output(func)) == 0
+    # a step of k.outer reads, for one row of the block, 4 x 64 floats of B and 4 of A (1152 B as counted):
+    # one way of a 32 KB 8-way L1 (4 KB) holds 3 steps, so strips of 2 of the 32
+    assert int(strips[0].extent.value) == 16
+    check_kernel(s, args, rng, rtol=1e-4, atol=1e-4)
 
 
 def test_an_init_right_before_the_loop_becomes_the_registers_initial_value(rng):
@@ -148,12 +167,29 @@ def test_scalar_accumulator_of_an_unvectorized_reduction(rng):
 
 # ---- where promotion must not happen ------------------------------------------------------------------------
 
-def test_a_tile_too_large_for_the_registers_stays_in_memory(rng):
+def test_rows_under_the_inner_reduce_loop_are_split_there(rng):
     s, args = tutorial(inner_order=("ki", "xi", "yi"))  # under k.inner: 8 rows x 64 columns = 64 registers
     func = lower(s, args, registers=AVX2)
-    assert not register_tiles(func)
-    assert any(accesses(loop, output(func)) for loop in reduce_loops(func))
+    assert [t.buffer.size for t in register_tiles(func)] == [64] * 8  # one row each, across k.inner
     check_kernel(s, args, rng, rtol=1e-4, atol=1e-4)
+
+
+def test_statements_that_write_one_element_are_never_distributed():
+    """Two statements of a reduce loop accumulating into the same element must keep their order per
+    iteration: the loop is not split, and the tile (too large) stays in memory."""
+    C = Buffer("C", (256,), float32, Scope.GLOBAL)
+    A = Buffer("A", (256,), float32, Scope.GLOBAL)
+    k = IterVar("k", extent=16, kind=AxisKind.REDUCE)
+
+    def acc(base):
+        index = arith.const(base, "int32")
+        return Store(C, (index,), Load(C, (index,), float32) + Load(A, (k,), float32))
+
+    rows = [Seq(tuple(acc(base + n) for n in range(12))) for base in (0, 6)]  # they overlap on 6..11
+    loop = For(k, arith.const(0, "int32"), arith.const(16, "int32"), ForKind.SERIAL, Seq(tuple(rows)))
+    out = promote_accumulators(loop, RegisterFile(vector_bytes=0, count=16))
+    assert not any(isinstance(x, Allocate) for x in walk_stmt(out))
+    assert isinstance(out, For) and out.var is k and int(out.extent.value) == 16
 
 
 def test_a_long_spatial_loop_inside_the_reduce_loop_is_not_unrolled(rng):

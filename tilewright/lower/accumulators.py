@@ -34,17 +34,14 @@ from dataclasses import dataclass, replace
 from ..ir import arith
 from ..ir.expr import AxisKind, Broadcast, Const, Expr, IterVar, Load, Ramp
 from ..ir.stmt import Allocate, Barrier, Buffer, Fence, For, ForKind, IfThenElse, LetStmt, Scope, Seq, Stmt, Store, seq
-from ..ir.stmt_functor import map_stmt, stmt_exprs, walk_stmt
-from ..ir.traverse import free_vars, transform, walk
+from ..ir.stmt_functor import map_stmt, walk_stmt
+from ..ir.traverse import free_vars, transform
 from .registers import MAX_REGISTER_SLOTS, RegisterFile, register_lanes
-from .simplify import simplify, to_linear
-from .unroll import unrolled_copies
-
-# registers a tile leaves to the statements accumulating into it: a broadcast, loaded vectors, temporaries
-RESERVED_REGISTERS = 4
+from .tile_access import UNROLLABLE, accesses, constant_offset, loops_to_unroll, unroll_vars
+from .tile_split import RESERVED_REGISTERS, distributed
 
 _SEQUENTIAL = (ForKind.SERIAL, ForKind.UNROLLED, ForKind.ROLLED)  # kinds a reduce loop L may have
-_UNROLLABLE = (ForKind.SERIAL, ForKind.UNROLLED)  # kinds of the spatial loops inside L this pass unrolls
+
 
 
 def promote_accumulators(stmt: Stmt, regs: RegisterFile) -> Stmt:
@@ -93,6 +90,10 @@ def _promote_loop(loop: For, before: list[Stmt], regs: RegisterFile) -> tuple[St
                 layers.append(layer)
                 consumed += n
                 used += need
+        if not layers:
+            split = distributed(loop, regs, _promote_loop)
+            if split is not None:
+                return split
     out: Stmt = replace(loop, body=promote_accumulators(loop.body, regs))
     for local, inits, backs in reversed(layers):
         out = Allocate(local, seq(*inits, out, *backs))
@@ -117,13 +118,6 @@ def _stored_globals(loop: For) -> list[Buffer]:
 # ---- one buffer in one loop ---------------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class _Access:
-    index: Expr  # as written: a scalar, or a Ramp of stride 1
-    is_store: bool
-    guarded: bool  # under a branch, or a loop that may not run, inside L
-
-
-@dataclass(frozen=True)
 class _Tile:
     base: frozenset  # the L-invariant part of every index: (structural key, coefficient) pairs
     lanes: int
@@ -133,10 +127,10 @@ class _Tile:
 def _promote(loop: For, buf: Buffer, before: list[Stmt], regs: RegisterFile):
     """(L rewritten, (local buffer, stores before L, stores after L), init statements absorbed,
     registers the tile takes), or None."""
-    unroll = _loops_to_unroll(loop, buf)
+    unroll = loops_to_unroll(loop, buf)
     if unroll is None:
         return None
-    body = _unroll_vars(loop.body, unroll)
+    body = unroll_vars(loop.body, unroll)
     tile = _tile(loop, body, buf)
     if tile is None:
         return None
@@ -148,7 +142,7 @@ def _promote(loop: For, buf: Buffer, before: list[Stmt], regs: RegisterFile):
     dtype = buf.dtype.with_lanes(tile.lanes)
 
     def local_index(index: Expr) -> Expr:
-        at = position[_offset(index)[1]]
+        at = position[constant_offset(index)[1]]
         scalar = index.base.dtype if isinstance(index, Ramp) else index.dtype
         return Ramp(arith.const(at, scalar), 1, tile.lanes, index.dtype) if tile.lanes > 1 else arith.const(at, scalar)
 
@@ -171,58 +165,18 @@ def _promote(loop: For, buf: Buffer, before: list[Stmt], regs: RegisterFile):
     return new_loop, (local, inits, backs), consumed, need
 
 
-def _loops_to_unroll(loop: For, buf: Buffer) -> set[int] | None:
-    """ids of the variables of the loops inside `loop` that index `buf` (all short,
-    serial, spatial, constant: to be unrolled), or None where one cannot be."""
-    out: set[int] = set()
-    ok = True
-
-    def visit(s: Stmt, copies: int) -> None:
-        nonlocal ok
-        if isinstance(s, For):
-            if any(v is s.var for a in _accesses(s.body, buf) for v in free_vars(a.index)):
-                if not (s.kind in _UNROLLABLE and isinstance(s.var, IterVar) and s.var.kind is AxisKind.SPATIAL
-                        and isinstance(s.begin, Const) and isinstance(s.extent, Const)):
-                    ok = False
-                    return
-                copies *= int(s.extent.value)
-                if copies > MAX_REGISTER_SLOTS:
-                    ok = False
-                    return
-                out.add(id(s.var))
-            visit(s.body, copies)
-        elif isinstance(s, Seq):
-            for c in s.stmts:
-                visit(c, copies)
-        elif isinstance(s, IfThenElse):
-            visit(s.then, copies)
-            if s.orelse is not None:
-                visit(s.orelse, copies)
-        elif isinstance(s, (Allocate, LetStmt)):
-            visit(s.body, copies)
-
-    visit(loop.body, 1)
-    return out if ok else None
-
-
-def _unroll_vars(body: Stmt, var_ids: set[int]) -> Stmt:
-    if not var_ids:
-        return body
-    return map_stmt(body, lambda s: unrolled_copies(s) if isinstance(s, For) and id(s.var) in var_ids else None)
-
-
 def _tile(loop: For, body: Stmt, buf: Buffer) -> _Tile | None:
     """The tile `buf` is accessed at in `body` (the loop's unrolled body), if it is one."""
     inner = {id(loop.var)} | {id(s.var) for s in walk_stmt(body) if isinstance(s, (For, LetStmt))}
-    accesses = _accesses(body, buf)
-    stores = [a for a in accesses if a.is_store]
-    if not stores or any(a.guarded for a in accesses):
+    found = accesses(body, buf)
+    stores = [a for a in found if a.is_store]
+    if not stores or any(a.guarded for a in found):
         return None
     slots: dict[int, Expr] = {}
     read: set[int] = set()
     shape = None
-    for a in accesses:
-        key = _offset(a.index)
+    for a in found:
+        key = constant_offset(a.index)
         if key is None or any(id(v) in inner for v in free_vars(a.index)):
             return None
         base, off, lanes = key
@@ -240,40 +194,6 @@ def _tile(loop: For, body: Stmt, buf: Buffer) -> _Tile | None:
     return _Tile(shape[0], shape[1], slots)
 
 
-def _offset(index: Expr):
-    """(L-invariant base, constant offset, lanes) of an index, None if it reads memory or strides."""
-    lanes = 1
-    if isinstance(index, Ramp):
-        if index.stride != 1:
-            return None
-        index, lanes = index.base, index.lanes
-    if any(isinstance(n, Load) for n in walk(index)):
-        return None  # data-dependent: the data may change inside L
-    lin = to_linear(simplify(index))
-    return frozenset((k, c) for k, (_, c) in lin.terms.items()), lin.const, lanes
-
-
-def _accesses(stmt: Stmt, buf: Buffer, guarded: bool = False) -> list[_Access]:
-    out: list[_Access] = []
-    for e in stmt_exprs(stmt):
-        out += [_Access(n.indices[0], False, guarded) for n in walk(e) if isinstance(n, Load) and n.tensor is buf]
-    if isinstance(stmt, Store) and stmt.buffer is buf:
-        out.append(_Access(stmt.indices[0], True, guarded))
-    elif isinstance(stmt, Seq):
-        for c in stmt.stmts:
-            out += _accesses(c, buf, guarded)
-    elif isinstance(stmt, IfThenElse):
-        out += _accesses(stmt.then, buf, True)
-        if stmt.orelse is not None:
-            out += _accesses(stmt.orelse, buf, True)
-    elif isinstance(stmt, For):
-        runs = isinstance(stmt.extent, Const) and stmt.extent.value >= 1
-        out += _accesses(stmt.body, buf, guarded or not runs)
-    elif isinstance(stmt, (Allocate, LetStmt)):
-        out += _accesses(stmt.body, buf, guarded)
-    return out
-
-
 # ---- folding the init stores right before L ---------------------------------------------------------
 
 def _folded_init(before: list[Stmt], buf: Buffer, tile: _Tile) -> tuple[dict | None, int]:
@@ -285,7 +205,7 @@ def _folded_init(before: list[Stmt], buf: Buffer, tile: _Tile) -> tuple[dict | N
         if stores is None:
             return None, 0
         for s in stores:
-            key = _offset(s.indices[0])
+            key = constant_offset(s.indices[0])
             if key is None or key[0] != tile.base or key[2] != tile.lanes or key[1] not in tile.slots \
                     or key[1] in values:
                 return None, 0
@@ -301,7 +221,7 @@ def _constant_stores(stmt: Stmt, buf: Buffer) -> list[Store] | None:
     copies = 1
     for s in walk_stmt(stmt):
         if isinstance(s, For):
-            if not (s.kind in _UNROLLABLE and isinstance(s.var, IterVar) and s.var.kind is AxisKind.SPATIAL
+            if not (s.kind in UNROLLABLE and isinstance(s.var, IterVar) and s.var.kind is AxisKind.SPATIAL
                     and isinstance(s.begin, Const) and isinstance(s.extent, Const)):
                 return None
             copies *= int(s.extent.value)
@@ -313,7 +233,7 @@ def _constant_stores(stmt: Stmt, buf: Buffer) -> list[Store] | None:
             return None
     if copies > MAX_REGISTER_SLOTS:
         return None
-    flat = _unroll_vars(stmt, {id(s.var) for s in walk_stmt(stmt) if isinstance(s, For)})
+    flat = unroll_vars(stmt, {id(s.var) for s in walk_stmt(stmt) if isinstance(s, For)})
     return [s for s in walk_stmt(flat) if isinstance(s, Store)]
 
 

@@ -29,10 +29,13 @@ from .simplify import simplify
 
 @dataclass(frozen=True)
 class RegisterFile:
-    """What a register tile must fit in: `count` vector registers of `vector_bytes` (0: scalars only)."""
+    """What a register tile must fit in: `count` vector registers of `vector_bytes` (0: scalars only);
+    and the L1 data cache (`l1_bytes`, `l1_ways`) a split tile's operands are kept in (tile_split.py)."""
 
     vector_bytes: int
     count: int
+    l1_bytes: int = 32 * 1024
+    l1_ways: int = 8
 
     def lanes(self, dtype) -> int:
         """Elements of `dtype` one register holds."""
@@ -45,7 +48,7 @@ class RegisterFile:
         depend on the host."""
         if target.is_gpu:
             return cls(16, 16)
-        return cls(target.vector_bytes, target.vector_registers)
+        return cls(target.vector_bytes, target.vector_registers, target.cache_bytes(1) or 32 * 1024, target.l1_ways)
 
 
 def host_register_file() -> RegisterFile:
