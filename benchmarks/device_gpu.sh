@@ -9,7 +9,8 @@
 # Candidates compile in parallel on the machine's host cores (the measurer's default: every usable core).
 # Budgets (environment): LIMIT_S total seconds (default 540: one call of the tool is at most 600),
 # STEPS (default "smoke sweep suite model gemm"), SUITE_TRIALS (12), SUITE_CASES (one or two per operator),
-# MODELS (resnet50), DTYPES (float32 float16), COMPILE_MODES (torch.compile modes: reduce-overhead).
+# MODELS (resnet50), DTYPES (float32 float16), COMPILE_MODES (torch.compile modes: reduce-overhead; a
+# second call with STEPS=model COMPILE_MODES=max-autotune adds PyTorch's autotuned kernels).
 # Everything is packed into $OUT/device_gpu.tgz at the end (the tool returns only a few files), beside
 # $OUT/summary.txt. On the device tool, from the repository root:
 #     bash benchmarks/device_gpu.sh                                  # all five, 540 s

@@ -113,7 +113,7 @@ def test_kernels_run_from_other_threads_and_on_the_device_asked_for(fake_driver,
 
 
 def test_device_arrays_are_checked_for_their_device_gradients_and_stream(fake_driver, tmp_path):
-    got = run_fake(fake_driver, tmp_path, prefix=MATMUL, script="""
+    got, log = run_fake(fake_driver, tmp_path, prefix=MATMUL, script="""
         from tilewright.runtime.cuda_driver import check, cuda_device
         k = tw.build([A, B, C], target="cuda")
         other = cuda_device(1)
@@ -142,7 +142,6 @@ def test_device_arrays_are_checked_for_their_device_gradients_and_stream(fake_dr
                 out[name] = str(exc)
         print(json.dumps(out))
     """, TW_FAKE_CUDA_DEVICES="2")
-    got, log = got
     assert "lives on CUDA device 1" in got["device"] and ".to('cuda:0')" in got["device"]
     assert "detach()" in got["grad"]
     assert got["stream"] == "ok" and "stream-wait-event" in log  # the array's own stream is waited for

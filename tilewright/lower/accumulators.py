@@ -35,9 +35,9 @@ from ..ir import arith
 from ..ir.expr import AxisKind, Broadcast, Const, Expr, IterVar, Load, Ramp
 from ..ir.stmt import Allocate, Barrier, Buffer, Fence, For, ForKind, IfThenElse, LetStmt, Scope, Seq, Stmt, Store, seq
 from ..ir.stmt_functor import map_stmt, walk_stmt
-from ..ir.traverse import free_vars, transform
+from ..ir.traverse import transform
 from .registers import MAX_REGISTER_SLOTS, RegisterFile, register_lanes
-from .tile_access import UNROLLABLE, accesses, constant_offset, loops_to_unroll, unroll_vars
+from .tile_access import UNROLLABLE, constant_offset, invariant_accesses, loops_to_unroll, unroll_vars, written_buffers
 from .tile_split import RESERVED_REGISTERS, distributed
 
 _SEQUENTIAL = (ForKind.SERIAL, ForKind.UNROLLED, ForKind.ROLLED)  # kinds a reduce loop L may have
@@ -107,12 +107,7 @@ def _runs_alone(loop: For) -> bool:
 
 
 def _stored_globals(loop: For) -> list[Buffer]:
-    allocated = {id(s.buffer) for s in walk_stmt(loop.body) if isinstance(s, Allocate)}
-    out: dict[int, Buffer] = {}
-    for s in walk_stmt(loop.body):
-        if isinstance(s, Store) and s.buffer.scope is Scope.GLOBAL and id(s.buffer) not in allocated:
-            out.setdefault(id(s.buffer), s.buffer)
-    return list(out.values())
+    return [b for b in written_buffers(loop) if b.scope is Scope.GLOBAL]
 
 
 # ---- one buffer in one loop ---------------------------------------------------------------------------
@@ -167,19 +162,13 @@ def _promote(loop: For, buf: Buffer, before: list[Stmt], regs: RegisterFile):
 
 def _tile(loop: For, body: Stmt, buf: Buffer) -> _Tile | None:
     """The tile `buf` is accessed at in `body` (the loop's unrolled body), if it is one."""
-    inner = {id(loop.var)} | {id(s.var) for s in walk_stmt(body) if isinstance(s, (For, LetStmt))}
-    found = accesses(body, buf)
-    stores = [a for a in found if a.is_store]
-    if not stores or any(a.guarded for a in found):
+    found = invariant_accesses(loop, body, buf)
+    if not found or not any(a.is_store for a, _ in found) or any(a.guarded for a, _ in found):
         return None
     slots: dict[int, Expr] = {}
     read: set[int] = set()
     shape = None
-    for a in found:
-        key = constant_offset(a.index)
-        if key is None or any(id(v) in inner for v in free_vars(a.index)):
-            return None
-        base, off, lanes = key
+    for a, (base, off, lanes) in found:
         if shape is None:
             shape = (base, lanes)
         elif shape != (base, lanes):

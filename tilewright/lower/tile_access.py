@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from ..ir.expr import AxisKind, Const, Expr, IterVar, Load, Ramp
 from ..ir.stmt import Allocate, Buffer, For, ForKind, IfThenElse, LetStmt, Seq, Stmt, Store
-from ..ir.stmt_functor import map_stmt, stmt_exprs
+from ..ir.stmt_functor import map_stmt, stmt_exprs, walk_stmt
 from ..ir.traverse import free_vars, walk
 from .registers import MAX_REGISTER_SLOTS
 from .simplify import simplify, to_linear
@@ -99,4 +99,29 @@ def accesses(stmt: Stmt, buf: Buffer, guarded: bool = False) -> list[Access]:
     return out
 
 
-__all__ = ["UNROLLABLE", "Access", "accesses", "constant_offset", "loops_to_unroll", "unroll_vars"]
+def written_buffers(loop: For) -> list[Buffer]:
+    """Buffers stored inside `loop` and not allocated there, in order of first store."""
+    allocated = {id(s.buffer) for s in walk_stmt(loop.body) if isinstance(s, Allocate)}
+    out: dict[int, Buffer] = {}
+    for s in walk_stmt(loop.body):
+        if isinstance(s, Store) and id(s.buffer) not in allocated:
+            out.setdefault(id(s.buffer), s.buffer)
+    return list(out.values())
+
+
+def invariant_accesses(loop: For, body: Stmt, buf: Buffer) -> list[tuple[Access, tuple]] | None:
+    """Each access to `buf` in `body` (the unrolled body of `loop`, or a part of it) with its (base,
+    offset, lanes): None unless every index is a constant offset from a base that no loop or let
+    inside `loop`, nor `loop` itself, changes."""
+    inner = {id(loop.var)} | {id(s.var) for s in walk_stmt(body) if isinstance(s, (For, LetStmt))}
+    out = []
+    for a in accesses(body, buf):
+        key = constant_offset(a.index)
+        if key is None or any(id(v) in inner for v in free_vars(a.index)):
+            return None
+        out.append((a, key))
+    return out
+
+
+__all__ = ["UNROLLABLE", "Access", "accesses", "constant_offset", "invariant_accesses", "loops_to_unroll",
+           "unroll_vars", "written_buffers"]

@@ -11,13 +11,13 @@ from dataclasses import replace
 
 from ..ir import arith
 from ..ir.expr import AxisKind, Const, IterVar, Load
-from ..ir.stmt import Allocate, Buffer, Fence, For, ForKind, IfThenElse, LetStmt, Seq, Stmt, Store, seq
-from ..ir.stmt_functor import stmt_exprs, walk_stmt
-from ..ir.traverse import free_vars, walk
+from ..ir.stmt import Allocate, Buffer, Fence, For, ForKind, IfThenElse, LetStmt, Seq, Stmt, seq
+from ..ir.stmt_functor import stmt_exprs
+from ..ir.traverse import walk
 from .registers import RegisterFile
 from .simplify import simplify
 from .simplify_stmt import substitute_stmt
-from .tile_access import accesses, constant_offset, loops_to_unroll, unroll_vars
+from .tile_access import invariant_accesses, loops_to_unroll, unroll_vars, written_buffers
 
 # registers a tile leaves to the statements accumulating into it: a broadcast, loaded vectors, temporaries
 RESERVED_REGISTERS = 4
@@ -34,7 +34,7 @@ def distributed(loop: For, regs: RegisterFile, promote_loop) -> tuple[Stmt, int,
     stmts = loop.body.stmts if isinstance(loop.body, Seq) else ()
     if len(stmts) < 2:
         return None
-    written = _written_buffers(loop)
+    written = written_buffers(loop)
     if not written:
         return None
     needs, seen = [], {id(b): set() for b in written}
@@ -114,16 +114,6 @@ def _bytes_read(stmt: Stmt, skip: set[int], repeat: int = 1) -> int:
     return total
 
 
-def _written_buffers(loop: For) -> list[Buffer]:
-    """Buffers stored inside `loop` and not allocated there (any scope)."""
-    allocated = {id(s.buffer) for s in walk_stmt(loop.body) if isinstance(s, Allocate)}
-    out: dict[int, Buffer] = {}
-    for s in walk_stmt(loop.body):
-        if isinstance(s, Store) and id(s.buffer) not in allocated:
-            out.setdefault(id(s.buffer), s.buffer)
-    return list(out.values())
-
-
 def _footprint(loop: For, stmt: Stmt, buf: Buffer, regs: RegisterFile) -> tuple[set, int] | None:
     """The elements of `buf` that `stmt` (in `loop`'s body) reads or writes, as (L-invariant base,
     element offset) pairs, and the registers the ones it writes would take; None where an access is
@@ -132,14 +122,11 @@ def _footprint(loop: For, stmt: Stmt, buf: Buffer, regs: RegisterFile) -> tuple[
     unroll = loops_to_unroll(alone, buf)
     if unroll is None:
         return None
-    body = unroll_vars(stmt, unroll)
-    inner = {id(loop.var)} | {id(s.var) for s in walk_stmt(body) if isinstance(s, (For, LetStmt))}
+    found = invariant_accesses(loop, unroll_vars(stmt, unroll), buf)
+    if found is None:
+        return None
     elements, slots = set(), set()
-    for a in accesses(body, buf):
-        key = constant_offset(a.index)
-        if key is None or any(id(v) in inner for v in free_vars(a.index)):
-            return None
-        base, off, lanes = key
+    for a, (base, off, lanes) in found:
         elements |= {(base, off + k) for k in range(lanes)}
         if a.is_store:
             slots.add((base, off, lanes))

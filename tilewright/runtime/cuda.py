@@ -35,7 +35,7 @@ class CudaLaunches:
         self.kernel = kernel
         by_role = {"arg": list(ptrs), "intermediate": kernel._intermediates()}
         self._items = []
-        self._slots: dict[int, list[np.ndarray]] = {}
+        self._slots: dict[int, list[tuple[np.ndarray, int]]] = {}  # argument -> (values, position)
         for f, k in zip(kernel.functions, kernel.module.kernels):
             values = np.array([by_role[p.role][p.index] for p in k.params], dtype=np.uint64)
             addresses = np.array([values.ctypes.data + 8 * n for n in range(len(k.params))], dtype=np.uint64)
@@ -104,8 +104,7 @@ class CudaKernel:
             raise MeasureError(f"kernel {k.name} uses {info['registers']} registers per thread, so a block can have "
                                f"at most {info['max_threads']} threads on {self.device.arch}; its block "
                                f"{tuple(k.block)} has {threads}: bind fewer threads or use a smaller register tile")
-        limits = [self.device.attribute(f"MAX_GRID_DIM_{d}") for d in "XYZ"]
-        for d, (n, most) in enumerate(zip(k.grid, limits)):
+        for d, (n, most) in enumerate(zip(k.grid, self.device.max_grid)):
             if n > most:
                 raise MeasureError(f"kernel {k.name}: grid dimension {'xyz'[d]} is {n}, the device allows {most}; "
                                    f"bind the larger loop to blockIdx.x")
@@ -255,13 +254,7 @@ def _wait_for(producer, device, stream) -> None:
     needs no synchronisation; 1 is the legacy default stream, which our blocking streams wait for anyway)."""
     if producer is None or int(producer) in (0, 1) or int(producer) == int(stream or 0):
         return
-    cu = device.cu
-    ev = check(cu, cu.cuEventCreate(cu.CUevent_flags.CU_EVENT_DISABLE_TIMING), "cuEventCreate")
-    try:
-        check(cu, cu.cuEventRecord(ev, cu.CUstream(int(producer))), "cuEventRecord on the argument's stream")
-        check(cu, cu.cuStreamWaitEvent(stream, ev, 0), "cuStreamWaitEvent")
-    finally:
-        cu.cuEventDestroy(ev)
+    device.order(stream, device.cu.CUstream(int(producer)))
 
 
 def export_cuda(directory, module: DeviceModule, binary: CudaBinary, device: int = 0) -> Path:

@@ -15,7 +15,7 @@ import threading
 import time
 
 from ..errors import MeasureError
-from ..targets.gpu import cuda_driver_status
+from ..targets.gpu import cuda_driver_status, cuda_error_name
 
 # Errors after which the context is unusable: every later call in this process fails (CUDA
 # Programming Guide, "Error Checking"; cuda.h documents each as leaving the context in an
@@ -46,19 +46,11 @@ class CudaError(MeasureError):
         self.name, self.sticky = name, sticky
 
 
-def error_name(cu, err) -> str:
-    try:
-        name = cu.cuGetErrorName(err)[1]
-        return name.decode() if isinstance(name, bytes) else str(name)
-    except Exception:  # noqa: BLE001 - an unknown code still gets a message
-        return f"CUDA error {int(err)}"
-
-
 def check(cu, result, what: str):
     """The values of a cuda-bindings call's `(CUresult, values...)`, or CudaError naming `what`."""
     err, *rest = result
     if int(err) != 0:
-        name = error_name(cu, err)
+        name = cuda_error_name(cu, err)
         hint = _HINTS.get(name, "")
         raise CudaError(f"CUDA {what} failed: {name}{hint}", name, name in STICKY_ERRORS)
     return rest[0] if len(rest) == 1 else (rest or None)
@@ -107,6 +99,7 @@ class CudaDevice:
         minor = self.attribute("COMPUTE_CAPABILITY_MINOR")
         self.arch = f"sm_{major}{minor}"
         self.clock_hz = self.attribute("CLOCK_RATE") * 1000
+        self.max_grid = tuple(self.attribute(f"MAX_GRID_DIM_{d}") for d in "XYZ")
         self.ctx = check(cu, cu.cuDevicePrimaryCtxRetain(self.handle), "cuDevicePrimaryCtxRetain")
         self.make_current()
         self.stream = check(cu, cu.cuStreamCreate(0), "cuStreamCreate")
@@ -143,6 +136,16 @@ class CudaDevice:
 
     def synchronize(self, stream=None, what: str = "stream") -> None:
         check(self.cu, self.cu.cuStreamSynchronize(self.stream if stream is None else stream), what)
+
+    def order(self, waiter, producer) -> None:
+        """Make work queued later on stream `waiter` wait for the work queued so far on stream `producer`."""
+        cu = self.cu
+        ev = check(cu, cu.cuEventCreate(cu.CUevent_flags.CU_EVENT_DISABLE_TIMING), "cuEventCreate")
+        try:
+            check(cu, cu.cuEventRecord(ev, producer), "cuEventRecord")
+            check(cu, cu.cuStreamWaitEvent(waiter, ev, 0), "cuStreamWaitEvent")
+        finally:
+            cu.cuEventDestroy(ev)
 
     def time_queued(self, enqueue, number: int, repeat: int, max_batch: int = MAX_QUEUED) -> list[float]:
         """Device seconds per call of `enqueue` (which queues one call on this device's stream, no wait) in
@@ -184,9 +187,9 @@ class CudaDevice:
         behind it run back to back (their timing then measures the GPU, not the host's launch rate)."""
         with self._lock:
             if self._spin is None:
-                from .cuda_spin import load_spin
+                from .cuda_spin import SpinKernel
 
-                self._spin = load_spin(self)
+                self._spin = SpinKernel(self)
         self._spin.launch(max(1, int(seconds * self.clock_hz)), self.stream if stream is None else stream)
 
 
@@ -196,5 +199,4 @@ def cuda_device(ordinal: int = 0) -> CudaDevice:
     return CudaDevice(ordinal)
 
 
-__all__ = ["MAX_QUEUED", "STICKY_ERRORS", "CudaDevice", "CudaError", "NoCudaDevice", "check", "cuda_device", "driver",
-           "error_name"]
+__all__ = ["MAX_QUEUED", "STICKY_ERRORS", "CudaDevice", "CudaError", "NoCudaDevice", "check", "cuda_device", "driver"]

@@ -45,8 +45,4 @@ class SpinKernel:
                                               self._params.ctypes.data, 0), "launch of the spin kernel")
 
 
-def load_spin(device) -> SpinKernel:
-    return SpinKernel(device)
-
-
-__all__ = ["SPIN_PTX", "SpinKernel", "load_spin"]
+__all__ = ["SPIN_PTX", "SpinKernel"]

@@ -98,15 +98,8 @@ class CudaMemory:
         """Make work queued later on the caller's stream `stream_handle` wait for what is queued here
         (torch reading the outputs on its current stream). The legacy default stream (0) already waits
         for this blocking stream."""
-        if not stream_handle:
-            return
-        cu = self.cu
-        ev = self._check(cu, cu.cuEventCreate(cu.CUevent_flags.CU_EVENT_DISABLE_TIMING), "cuEventCreate")
-        try:
-            self._check(cu, cu.cuEventRecord(ev, self.stream), "cuEventRecord")
-            self._check(cu, cu.cuStreamWaitEvent(cu.CUstream(int(stream_handle)), ev, 0), "cuStreamWaitEvent")
-        finally:
-            cu.cuEventDestroy(ev)
+        if stream_handle:
+            self.device.order(self.cu.CUstream(int(stream_handle)), self.stream)
 
     def time_runs(self, run, launches_per_run: int, number: int, repeat: int) -> list[float]:
         """Device seconds per call of `run` (which queues one whole run): CUDA events around batches of

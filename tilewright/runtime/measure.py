@@ -187,7 +187,7 @@ class Measurer:
             with open(self._stderr_path, errors="replace") as f:
                 f.seek(self._stderr_start)
                 text = f.read().strip()
-        except (OSError, AttributeError):
+        except OSError:
             return ""
         return f"; runner stderr: ...{text[-chars:]}" if text else ""
 

@@ -114,7 +114,7 @@ def cuda_driver_status(cu) -> tuple[bool, str] | None:
         err, = cu.cuInit(0)
     except RuntimeError as exc:  # the bindings could not dlopen libcuda.so.1
         return True, f"no CUDA device: the CUDA driver cannot be loaded ({exc})"
-    name = _error_name(cu, err)
+    name = cuda_error_name(cu, err)
     if name in NO_GPU_ERRORS:
         return True, f"no CUDA device: cuInit returned {name}"
     if name:
@@ -133,7 +133,8 @@ def cuda_driver_status(cu) -> tuple[bool, str] | None:
     return None
 
 
-def _error_name(cu, err) -> str:
+def cuda_error_name(cu, err) -> str:
+    """The driver's name of a CUresult ("" for success)."""
     if int(err) == 0:
         return ""
     try:
@@ -163,7 +164,7 @@ def _query_cuda(cu, device: int) -> GpuFacts | None:
     def ok(result):
         err, *values = result
         if int(err) != 0:
-            raise RuntimeError(f"{_error_name(cu, err)}")
+            raise RuntimeError(f"{cuda_error_name(cu, err)}")
         return values[0] if len(values) == 1 else values
 
     count = ok(cu.cuDeviceGetCount())
@@ -266,5 +267,5 @@ def opencl_facts(dev) -> GpuFacts:
     )
 
 
-__all__ = ["NO_GPU_ERRORS", "GpuFacts", "cuda_driver_status", "cuda_preset", "detect_cuda", "detect_opencl",
-           "nvidia_gpus_listed", "opencl_facts"]
+__all__ = ["NO_GPU_ERRORS", "GpuFacts", "cuda_driver_status", "cuda_error_name", "cuda_preset", "detect_cuda",
+           "detect_opencl", "nvidia_gpus_listed", "opencl_facts"]
