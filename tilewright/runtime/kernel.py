@@ -6,6 +6,7 @@ import ctypes
 import hashlib
 import re
 import shutil
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -72,27 +73,56 @@ class Kernel:
         if release is not None:
             release()
 
-    def _pack(self, arrays) -> ctypes.Array:
-        bufs = self.func.args
-        if len(arrays) != len(bufs):
-            raise MeasureError(f"kernel '{self.func.name}' takes {len(bufs)} arrays "
-                               f"({', '.join(b.name for b in bufs)}), got {len(arrays)}")
-        ptrs = (ctypes.c_void_p * len(bufs))()
+    def _pack(self, arrays) -> tuple[ctypes.Array, list[tuple[int, int]]]:
+        """The arguments' data pointers and the memory span [start, end) of each, every argument
+        checked (count, type, dtype, shape, layout, writable where written)."""
+        specs = self._arg_specs()
+        if len(arrays) != len(specs):
+            raise MeasureError(f"kernel '{self.func.name}' takes {len(specs)} arrays "
+                               f"({', '.join(s[0] for s in specs)}), got {len(arrays)}")
+        ptrs = (ctypes.c_void_p * len(specs))()
+        spans = []
         self._keep = arrays
-        for n, (buf, shape, arr) in enumerate(zip(bufs, self.func.caller_shapes, arrays)):
+        for n, ((name, want, shape, written), arr) in enumerate(zip(specs, arrays)):
             if not isinstance(arr, np.ndarray):
-                raise MeasureError(f"argument '{buf.name}' must be a NumPy array, got {type(arr).__name__}")
-            want = storage_dtype(buf)
+                raise MeasureError(f"argument '{name}' must be a NumPy array, got {type(arr).__name__}")
             if arr.dtype != want:
-                raise MeasureError(f"argument '{buf.name}' has dtype {arr.dtype}, expected {want} ({buf.dtype})")
-            if tuple(arr.shape) != shape:
-                raise MeasureError(f"argument '{buf.name}' has shape {list(arr.shape)}, expected {list(shape)}")
+                raise MeasureError(f"argument '{name}' has dtype {arr.dtype}, expected {want} "
+                                   f"({self.func.args[n].dtype})")
+            if arr.shape != shape:
+                raise MeasureError(f"argument '{name}' has shape {list(arr.shape)}, expected {list(shape)}")
             if not arr.flags.c_contiguous:
-                raise MeasureError(f"argument '{buf.name}' is not C-contiguous; pass np.ascontiguousarray(...)")
-            if buf.name in self.output_names and not arr.flags.writeable:
-                raise MeasureError(f"argument '{buf.name}' is read-only, but the kernel writes it")
-            ptrs[n] = arr.ctypes.data
-        return ptrs
+                raise MeasureError(f"argument '{name}' is not C-contiguous; pass np.ascontiguousarray(...)")
+            if written and not arr.flags.writeable:
+                raise MeasureError(f"argument '{name}' is read-only, but the kernel writes it")
+            address = self._address(arr)
+            ptrs[n] = address
+            spans.append((address, address + arr.nbytes))
+        return ptrs, spans
+
+    def _arg_specs(self) -> list[tuple]:
+        """(name, NumPy dtype, shape, written) of each argument, computed once."""
+        specs = self.__dict__.get("_specs")
+        if specs is None:
+            specs = self._specs = [(b.name, storage_dtype(b), tuple(shape), b.name in self.output_names)
+                                   for b, shape in zip(self.func.args, self.func.caller_shapes)]
+        return specs
+
+    def _address(self, arr: np.ndarray) -> int:
+        """`arr`'s data pointer. NumPy's own accessors take microseconds per array, which a
+        microsecond kernel called from Python would pay several times over, so the pointers of
+        the arrays of recent calls are kept (with the arrays themselves: an array's data does not
+        move while it is alive, and a weak reference tells a live array from a new one that took
+        a dead one's id)."""
+        cache = self.__dict__.setdefault("_addresses", {})
+        hit = cache.get(id(arr))
+        if hit is not None and hit[0]() is arr:
+            return hit[1]
+        if len(cache) >= 4 * max(1, len(self.func.args)):
+            cache.clear()
+        address = arr.ctypes.data
+        cache[id(arr)] = (weakref.ref(arr), address)
+        return address
 
     def __call__(self, *arrays) -> None:
         """Run in place. An output that overlaps an input (the same array, a view of
@@ -100,33 +130,37 @@ class Kernel:
         afterwards, so `kernel(a, a)` means `a[:] = f(a)` (the kernel's pointers are
         `restrict`: writing into memory it still reads would give wrong results).
         Two outputs that overlap each other have no meaning: a MeasureError."""
-        ptrs = self._pack(arrays)
-        via_copy = self._aliased_outputs(arrays)
+        ptrs, spans = self._pack(arrays)
+        via_copy = self._aliased_outputs(spans)
         if via_copy:
             fresh = [np.empty_like(a) if n in via_copy else a for n, a in enumerate(arrays)]
-            ptrs = self._pack(fresh)
+            ptrs, _ = self._pack(fresh)
         rc = self._lib.tw_call(ptrs)
         if rc != 0:
             raise MeasureError(f"kernel '{self.func.name}' failed with code {rc} (out of memory?)")
         for n in via_copy:
             np.copyto(arrays[n], fresh[n])
 
-    def _aliased_outputs(self, arrays, copy: bool = True) -> list[int]:
+    def _aliased_outputs(self, spans: list[tuple[int, int]], copy: bool = True) -> list[int]:
         """Positions of outputs whose memory overlaps an input's (to compute through a
         copy); a MeasureError naming both arguments where a copy cannot help (two
-        outputs overlap) or is not wanted (`copy=False`)."""
-        names = [b.name for b in self.func.args]
-        writes = [name in self.output_names for name in names]
+        outputs overlap) or is not wanted (`copy=False`). `spans`: each argument's
+        [start, end) from _pack (C-contiguous arrays occupy exactly that)."""
+        specs = self._arg_specs()
+        pairs = self.__dict__.get("_written_pairs")
+        if pairs is None:  # the pairs of which at least one is written
+            pairs = self._written_pairs = [(i, j) for i in range(len(specs)) for j in range(i + 1, len(specs))
+                                           if specs[i][3] or specs[j][3]]
         out = []
-        for i in range(len(arrays)):
-            for j in range(i + 1, len(arrays)):
-                if not (writes[i] or writes[j]) or not np.may_share_memory(arrays[i], arrays[j]):
-                    continue
-                if (writes[i] and writes[j]) or not copy:
-                    what = "both are written" if writes[i] and writes[j] else "one is written while the other is read"
-                    raise MeasureError(f"arguments '{names[i]}' and '{names[j]}' of kernel '{self.func.name}' "
-                                       f"overlap in memory and {what}; pass separate arrays")
-                out.append(i if writes[i] else j)
+        for i, j in pairs:
+            if spans[i][0] >= spans[j][1] or spans[j][0] >= spans[i][1]:
+                continue
+            wi, wj = specs[i][3], specs[j][3]
+            if (wi and wj) or not copy:
+                what = "both are written" if wi and wj else "one is written while the other is read"
+                raise MeasureError(f"arguments '{specs[i][0]}' and '{specs[j][0]}' of kernel '{self.func.name}' "
+                                   f"overlap in memory and {what}; pass separate arrays")
+            out.append(i if wi else j)
         return sorted(set(out))
 
     def time(self, *arrays, number: int | None = None, repeat: int = 5, min_repeat_ms: float = 50.0,
@@ -135,8 +169,8 @@ class Kernel:
         With flush_cache, a buffer larger than the last-level cache is written
         before each single call. Arguments that overlap in memory where one is written
         are a MeasureError (the copy `__call__` makes would be timed too)."""
-        ptrs = self._pack(arrays)
-        self._aliased_outputs(arrays, copy=False)  # a copy would be timed too: overlap is an error here
+        ptrs, spans = self._pack(arrays)
+        self._aliased_outputs(spans, copy=False)  # a copy would be timed too: overlap is an error here
         self._lib.tw_time(ptrs, 1)  # warm up: page faults, thread pool
         if flush_cache:
             number = 1
