@@ -4,6 +4,7 @@
   tilewright tune --case C2D:yolo_conv2 --trials 200 --method q
   tilewright records list | show WORKLOAD | export FILE | import FILE
   tilewright bench flextensor --target cuda --ops C2D --cases yolo_conv2 --trials 200 --records gpu.db --out results
+  tilewright bench models --models resnet18,bert_layer --compile-variants default,frozen --memory --no-winograd
 """
 
 from __future__ import annotations
@@ -131,11 +132,23 @@ def cmd_bench_gpu(args) -> int:
 
 
 def cmd_bench_models(args) -> int:
+    from .bench.model_baselines import Choice
     from .bench.models import run_models
 
+    def names(text) -> tuple:
+        return tuple(_split(text) or ())
+
+    try:  # an unknown name fails here, before any model is compiled
+        choice = Choice(families=names(args.baselines), compile_modes=names(args.compile_variants),
+                        compile_layouts=names(args.compile_layouts), exporters=names(args.onnx_exporters))
+    except ValueError as exc:
+        raise TilewrightError(f"bench models: {exc}") from None
+    if args.rounds < 1:
+        raise TilewrightError(f"bench models: --rounds must be at least 1, got {args.rounds}")
     result = run_models(models=_split(args.models), trials=args.trials, threads=args.threads, out=args.out,
-                        records=args.records, reduced=args.reduced, baselines=_split(args.baselines),
-                        progress=sys.stderr.isatty(), name=args.suite, layout=args.layout)
+                        records=args.records, reduced=args.reduced, progress=sys.stderr.isatty(), name=args.suite,
+                        layout=args.layout, winograd=args.winograd, choice=choice, rounds=args.rounds,
+                        memory=args.memory)
     print(f"wrote {args.out}/{args.suite}.json, .md and .png")
     return 1 if result["failures"] else 0
 
@@ -163,6 +176,18 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--models", help="models: comma-separated names of tilewright.models (default: all)")
     b.add_argument("--baselines", default="eager,compile,ort",
                    help="models: which of eager, compile (torch.compile), ort (ONNX Runtime) to time")
+    b.add_argument("--compile-variants", default="default,frozen,max-autotune",
+                   help="models: torch.compile variants to time (default: weights not frozen; frozen: inductor "
+                        "freezing; max-autotune: that mode plus freezing, slowest to compile)")
+    b.add_argument("--compile-layouts", default="NCHW,channels_last",
+                   help="models: input layouts of each torch.compile variant (channels_last: 4-d inputs only)")
+    b.add_argument("--onnx-exporters", default="torchscript,dynamo",
+                   help="models: torch.onnx exporters whose models ONNX Runtime runs (torchscript at opset 17, "
+                        "dynamo at opset 18; a transformer also through ORT's BERT optimizer)")
+    b.add_argument("--memory", action="store_true",
+                   help="models: also measure each side's total footprint (weights included), one fresh "
+                        "process per side")
+    b.add_argument("--rounds", type=int, default=5, help="models: alternating timing rounds per model")
     b.add_argument("--reduced", action="store_true", help="models: the reduced sizes of the tests")
     b.add_argument("--layout", default="auto", choices=["auto", "NCHW", "NCHWc", "depthwise"],
                    help="models: which convolutions run on packed NCHW{b}c data (tw.compile's layout option; "
@@ -173,7 +198,8 @@ def parser() -> argparse.ArgumentParser:
                                                   "host); PyTorch is not restricted")
     b.add_argument("--no-winograd", dest="winograd", action="store_false",
                    help="flextensor/resnet50: time only the direct kernel of each conv layer (by default the "
-                        "layers the Winograd rule takes are also compiled as a one-layer model)")
+                        "layers the Winograd rule takes are also compiled as a one-layer model); models: compile "
+                        "with winograd=False (every convolution direct)")
     b.add_argument("--cases", help="comma-separated case names (default: every case of the chosen operators)")
     b.add_argument("--target", default="cpu", choices=["cpu", "cuda", "opencl"],
                    help="flextensor on a GPU: tune there and compare with PyTorch on that GPU (cuDNN/cuBLAS); "

@@ -1,143 +1,83 @@
-"""The baselines a whole model is compared with, with the thread count we use:
-PyTorch eager (NCHW and channels_last, the faster kept; the caller's NCHW input
-converted inside the timed call), PyTorch `torch.compile` (inductor in its
-default mode, as a user calls it: weights not frozen; its compile time reported) and ONNX
-Runtime (CPU provider, all graph optimizations, the model exported by
-`torch.onnx.export`). A baseline that cannot run here (package missing, export
-failure) is reported with its reason, never silently dropped."""
+"""The baselines a whole model is compared with, every one at the thread count
+we use and in each configuration a user would try, each variant labelled:
+
+  eager          PyTorch under torch.inference_mode, NCHW and channels_last (the
+                 caller's NCHW input converted inside the timed call);
+  torch.compile  inductor default, frozen and max-autotune+frozen, each NCHW and
+                 channels_last (inductor_variants.py);
+  onnxruntime    the TorchScript and dynamo exporters, and for a transformer ORT's
+                 BERT optimizer on each (ort_variants.py).
+
+Which variants run is the caller's choice (`Choice`); a variant asked for that
+cannot run here is kept with its reason, never silently dropped."""
 
 from __future__ import annotations
 
-import contextlib
-import logging
-import tempfile
-import time
-import warnings
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from .baseline import Baseline, as_numpy, clone, skipped
+from .inductor_variants import LAYOUTS, MODES, inductor_variants
+from .ort_variants import EXPORTERS, export_onnx, ort_session, ort_variants
 
-@dataclass
-class Baseline:
-    name: str
-    run: Callable[[], object] | None  # one inference on the benchmark input
-    output: np.ndarray | None = None  # its result, checked against eager
-    setup_s: float = 0.0  # compile / export time
-    note: str = ""
-    extra: dict = field(default_factory=dict)
+__all__ = ["Baseline", "Choice", "FAMILY_KEYS", "baseline_variants", "eager", "export_onnx", "ort_session",
+           "torch_peak_activation_bytes", "torch_weight_bytes"]
 
-
-def _numpy(out) -> np.ndarray:
-    out = out[0] if isinstance(out, (tuple, list)) else out
-    return out.detach().numpy() if hasattr(out, "detach") else np.asarray(out)
+FAMILY_KEYS = ("eager", "compile", "ort")  # the names --baselines takes
 
 
-def eager(model, x: np.ndarray, channels_last: bool) -> Baseline:
+@dataclass(frozen=True)
+class Choice:
+    """Which baseline variants to build: families of FAMILY_KEYS, torch.compile modes and layouts
+    (inductor_variants.MODES, LAYOUTS), ONNX exporters (ort_variants.EXPORTERS)."""
+    families: tuple[str, ...] = FAMILY_KEYS
+    compile_modes: tuple[str, ...] = MODES
+    compile_layouts: tuple[str, ...] = LAYOUTS
+    exporters: tuple[str, ...] = tuple(EXPORTERS)
+
+    def __post_init__(self):
+        for what, given, known in (("baseline", self.families, FAMILY_KEYS), ("torch.compile variant",
+                                   self.compile_modes, MODES), ("torch.compile layout", self.compile_layouts, LAYOUTS),
+                                   ("ONNX exporter", self.exporters, tuple(EXPORTERS))):
+            bad = [g for g in given if g not in known]
+            if bad:
+                raise ValueError(f"unknown {what} {bad[0]!r}: choose from {', '.join(known)}")
+
+    def as_dict(self) -> dict:
+        return {"families": list(self.families), "compile_modes": list(self.compile_modes),
+                "compile_layouts": list(self.compile_layouts), "onnx_exporters": list(self.exporters)}
+
+
+def eager(model, x: np.ndarray, x_check: np.ndarray, channels_last: bool) -> Baseline:
     import torch
 
-    t = torch.from_numpy(x)
-    if channels_last and t.ndim == 4:
-        model = _clone(model).to(memory_format=torch.channels_last)
+    name = f"eager {'channels_last' if channels_last else 'NCHW'}"
+    if channels_last and x.ndim != 4:
+        return skipped(name, "eager", f"not run: channels_last needs a 4-d input, this one is {x.ndim}-d")
+    t, t_check = torch.from_numpy(x), torch.from_numpy(x_check)
+    if channels_last:
+        model = clone(model).to(memory_format=torch.channels_last)
 
-        def run():
-            with torch.no_grad():
-                return model(t.contiguous(memory_format=torch.channels_last))
-    elif channels_last:
-        return Baseline("eager channels_last", None, note="input is not 4-d")
-    else:
-        def run():
-            with torch.no_grad():
-                return model(t)
-    return Baseline(f"eager {'channels_last' if channels_last else 'NCHW'}", run, _numpy(run()))
+    def call(v):
+        with torch.inference_mode():
+            return model(v.contiguous(memory_format=torch.channels_last) if channels_last else v)
+    return Baseline(name, "eager", lambda: call(t), as_numpy(call(t_check)),
+                    rebuild={"side": "eager", "layout": "channels_last" if channels_last else "NCHW"})
 
 
-def _clone(model):
-    import copy
-
-    return copy.deepcopy(model)
-
-
-def inductor(model, x: np.ndarray) -> Baseline:
-    import torch
-
-    t = torch.from_numpy(x)
-    try:
-        compiled = torch.compile(_clone(model))
-        start = time.perf_counter()
-        with torch.no_grad():
-            out = compiled(t)
-        setup = time.perf_counter() - start
-    except Exception as exc:  # inductor needs a working C++ toolchain; say why it is missing
-        return Baseline("torch.compile", None, note=f"failed: {type(exc).__name__}: {str(exc)[:200]}")
-
-    def run():
-        with torch.no_grad():
-            return compiled(t)
-    return Baseline("torch.compile", run, _numpy(out), setup)
-
-
-def onnxruntime(model, x: np.ndarray, threads: int) -> Baseline:
-    try:
-        import onnxruntime  # noqa: F401
-        import torch  # noqa: F401
-    except ImportError as exc:
-        return Baseline("onnxruntime", None, note=f"not installed ({exc.name})")
-    path = Path(tempfile.mkdtemp(prefix="tw_ort_")) / "model.onnx"
-    start = time.perf_counter()
-    try:
-        export_onnx(model, x, path)
-    except Exception as exc:
-        return Baseline("onnxruntime", None, note=f"torch.onnx.export failed: {type(exc).__name__}: {str(exc)[:200]}")
-    session = ort_session(path, threads)
-    import shutil
-
-    shutil.rmtree(path.parent, ignore_errors=True)  # the session holds the model; a ResNet-50 file is ~100 MB
-    name = session.get_inputs()[0].name
-    feed = {name: x}
-    out = session.run(None, feed)[0]
-    setup = time.perf_counter() - start
-    return Baseline("onnxruntime", lambda: session.run(None, feed), np.asarray(out), setup)
-
-
-def export_onnx(model, x: np.ndarray, path: Path) -> None:
-    """`model` on input `x` as an ONNX file (torch.onnx's dynamo exporter, on a copy of the model)."""
-    import torch
-
-    with _quiet_exporter():
-        torch.onnx.export(_clone(model), (torch.from_numpy(x),), str(path), dynamo=True, verbose=False)
-
-
-def ort_session(path: Path, threads: int, profile_prefix: str | None = None):
-    """The ONNX Runtime session the benchmark times: CPU provider, all graph optimizations,
-    `threads` intra-op threads; with `profile_prefix`, its node profiler on."""
-    import onnxruntime as ort
-
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = threads
-    opts.inter_op_num_threads = 1
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    if profile_prefix is not None:
-        opts.enable_profiling = True
-        opts.profile_file_prefix = profile_prefix
-    return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
-
-
-@contextlib.contextmanager
-def _quiet_exporter():
-    """The exporter logs a warning per torchvision op it skips (torchvision is not installed beside
-    this torch) and its tracer warns about a deprecated pytree class: noise between a user and the table."""
-    log = logging.getLogger("torch.onnx._internal.exporter._registration")
-    level = log.level
-    log.setLevel(logging.ERROR)
-    try:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=r".*treespec, LeafSpec", category=FutureWarning)
-            yield
-    finally:
-        log.setLevel(level)
+def baseline_variants(model, x: np.ndarray, x_check: np.ndarray, threads: int, workdir: Path,
+                      choice: Choice = Choice(), progress=None) -> list[Baseline]:
+    """Every chosen variant, built on `x` (the compile input) and run once on `x_check`."""
+    out = []
+    if "eager" in choice.families:
+        out += [eager(model, x, x_check, channels_last=False), eager(model, x, x_check, channels_last=True)]
+    if "compile" in choice.families:
+        out += inductor_variants(model, x, x_check, choice.compile_modes, choice.compile_layouts, progress)
+    if "ort" in choice.families:
+        out += ort_variants(model, x, x_check, threads, workdir, choice.exporters, progress)
+    return out
 
 
 def torch_peak_activation_bytes(model, x: np.ndarray) -> int:
@@ -147,7 +87,7 @@ def torch_peak_activation_bytes(model, x: np.ndarray) -> int:
     from torch.profiler import ProfilerActivity, profile
 
     t = torch.from_numpy(x)
-    with torch.no_grad(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    with torch.inference_mode(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         model(t)
     events = sorted((e.time_range.start, e.self_cpu_memory_usage) for e in prof.events() if e.self_cpu_memory_usage)
     current = peak = 0
@@ -155,3 +95,8 @@ def torch_peak_activation_bytes(model, x: np.ndarray) -> int:
         current += delta
         peak = max(peak, current)
     return int(peak)
+
+
+def torch_weight_bytes(model) -> int:
+    """Bytes of the model's parameters and buffers (BN statistics)."""
+    return sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))

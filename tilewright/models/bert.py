@@ -30,6 +30,7 @@ def bert_layer(hidden=768, heads=12, ffn=3072, eps=1e-12, seed=0):
             self.ffn_out = nn.Linear(ffn, hidden)
             self.out_norm = nn.LayerNorm(hidden, eps=eps)
             self.head_dim = hidden // heads
+            self.num_heads, self.hidden_size = heads, hidden  # read by ONNX Runtime's BERT optimizer baseline
 
         def _heads(self, t):
             n, s, _ = t.shape
