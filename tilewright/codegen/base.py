@@ -301,7 +301,11 @@ class CRenderer:
 
     def stmt_LetStmt(self, s: LetStmt) -> None:
         v = self.names.of(s.var, s.var.name)
-        self.emit(f"const {self.type_name(s.var.dtype)} {v} = {self.expr(s.value)};")
+        if s.pin:  # lower/operand_pins.py: an empty asm that "modifies" it keeps the value in a register
+            self.emit(f"{self.type_name(s.var.dtype)} {v} = {self.expr(s.value)};")
+            self.emit(f'__asm__("" : "+{s.pin}"({v}));')
+        else:
+            self.emit(f"const {self.type_name(s.var.dtype)} {v} = {self.expr(s.value)};")
         self.stmt(s.body)
 
     # ---- register slots (lower/registers.py marks the buffers) --------------

@@ -104,6 +104,9 @@ class LetStmt(Stmt):
     var: Var
     value: Expr
     body: Stmt
+    # set by lower/operand_pins.py: the asm register class ("x": an x86 vector register) the value is
+    # held in, so the C compiler cannot fold its load into the instructions that use it ("": no pin)
+    pin: str = ""
 
 
 @dataclass(frozen=True, eq=False, repr=False)

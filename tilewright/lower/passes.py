@@ -11,6 +11,7 @@ from .barriers import insert_barriers
 from .bounds_check import check_bounds
 from .flatten import flatten
 from .lane_reductions import lane_reductions
+from .operand_pins import pin_operands
 from .partition import partition
 from .registers import RegisterFile, host_register_file, promote_registers
 from .simplify_stmt import simplify_stmt
@@ -39,6 +40,7 @@ def run_passes(func, zero_boxes: dict | None = None, registers: RegisterFile | N
     body = insert_barriers(body)
     body = simplify_stmt(body) or Seq(())
     func = widen_indices(replace(func, body=body))
-    func = replace(func, body=promote_registers(func.body, registers.vector_bytes))  # last: every access is final now
+    func = replace(func, body=promote_registers(func.body, registers.vector_bytes))  # every access is final now
+    func = replace(func, body=pin_operands(func.body, registers))
     verify(func)
     return func

@@ -36,6 +36,8 @@ class RegisterFile:
     count: int
     l1_bytes: int = 32 * 1024
     l1_ways: int = 8
+    pin_constraint: str = ""  # asm register class of a vector register, where operands may be pinned
+
 
     def lanes(self, dtype) -> int:
         """Elements of `dtype` one register holds."""
@@ -48,7 +50,9 @@ class RegisterFile:
         depend on the host."""
         if target.is_gpu:
             return cls(16, 16)
-        return cls(target.vector_bytes, target.vector_registers, target.cache_bytes(1) or 32 * 1024, target.l1_ways)
+        pin = "x" if target.arch == "x86_64" and target.vector_bytes >= 16 else ""
+        return cls(target.vector_bytes, target.vector_registers, target.cache_bytes(1) or 32 * 1024, target.l1_ways,
+                   pin)
 
 
 def host_register_file() -> RegisterFile:
