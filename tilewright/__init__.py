@@ -2,12 +2,13 @@
 
 Describe a computation with tensor expressions (`placeholder`, `compute`,
 `reduce_axis`, `sum`, ...), or take one from `tilewright.ops`; evaluate it
-with the NumPy reference (`evaluate`). Whole models: `compile` (a torch.nn.Module
+with the NumPy reference (`evaluate`). Hardware intrinsics: `decl_tensor_intrin`,
+`intrin.get`, `intrin.registered`, and `s[C].tensorize(axis, intrin)`. Whole models: `compile` (a torch.nn.Module
 or a graph, tuned and fused) and `frontend` (`from_torch`, `from_onnx`)."""
 
 __version__ = "0.1.0"
 
-from . import ops
+from . import intrin, ops
 from .api import build, lower, tune
 from .errors import (
     BuildError,
@@ -24,6 +25,7 @@ from .errors import (
 )
 from .graph import frontend
 from .graph.compile import compile
+from .intrin import decl_tensor_intrin
 from .ir.dtype import DType, as_dtype
 from .records import records
 from .reference import evaluate
@@ -69,7 +71,7 @@ from .te import (
 )
 
 __all__ = [
-    "ops", "evaluate", "compile", "frontend", "DType", "as_dtype", "Tensor", "build", "lower", "Schedule",
+    "ops", "intrin", "decl_tensor_intrin", "evaluate", "compile", "frontend", "DType", "as_dtype", "Tensor", "build", "lower", "Schedule",
     "create_schedule", "Target",
     "as_target", "records", "tune", "TuneResult", "ThreadAxis", "thread_axis",
     "BuildError", "DTypeError", "EvaluationError", "ExprError", "LoweringError", "MeasureError",

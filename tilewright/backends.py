@@ -86,8 +86,10 @@ def _cpu_lower(s, args, name, target: Target):
     from .lower import lower
     from .lower.gpu_checks import is_bound, stage_names, top_level
     from .lower.registers import RegisterFile
+    from .lower.tensorize import bind_emitters
 
     func = lower(s, args, name, registers=RegisterFile.of(target))
+    func = bind_emitters(func, "c", target)
     for stmt in top_level(func.body):
         bound = sorted({f"'{x.var.name}' to {x.thread_tag}" for x in walk_stmt(stmt) if is_bound(x)})
         if bound:

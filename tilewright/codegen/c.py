@@ -9,7 +9,7 @@ from __future__ import annotations
 from ..errors import BuildError
 from ..ir.dtype import DType
 from ..ir.expr import Binary, BinOp, Broadcast, Call, Cast, Compare, Intrinsic, Load, Ramp, Select
-from ..ir.stmt import Allocate, Fence, For, ForKind, Store
+from ..ir.stmt import Allocate, Fence, For, ForKind, IntrinCall, Store
 from .base import CRenderer
 from .heap import ALLOC_LARGE, HUGE_PAGES, LARGE_BYTES, workspaces
 from .strided import SHUFFLE_MACRO, scatter_helper, strided_load_helper
@@ -58,6 +58,7 @@ class CCodeGen(CRenderer):
         self.vector_bytes = vector_bytes
         self.parallel_depth = 0  # parallel loops around the statement being rendered
         self.workspace_slots = 0  # large per-call buffers kept between calls (codegen/heap.py)
+        self.gcc_targets: set[str] = set()  # target attributes intrinsic emitters need
 
     # ---- vectors ----------------------------------------------------------
     def vector_type(self, d: DType) -> str:
@@ -121,6 +122,38 @@ class CCodeGen(CRenderer):
         low = min(0, index.stride * (index.lanes - 1))  # a negative stride's span starts below the base
         base = self.expr(index.base) if low == 0 else f"{self.expr(index.base)} - {-low}"
         return f"{name}(&{buf}[{base}])"
+
+    def stmt_IntrinCall(self, s: IntrinCall) -> None:
+        """The chosen emitter's statements on the operands' addresses; the kernel gets the
+        emitter's target attribute so GCC may use its instructions whatever -march says."""
+        em = s.emitter
+        name = getattr(s.intrin, "name", "?")
+        if em is None:
+            raise BuildError(f"intrinsic '{name}' has no emitter: lower it for a target (tw.build does)")
+        addrs, slot = [], None
+        for n, op in enumerate(s.operands):
+            if self.promoted.get(id(op.tensor)) is not None:  # lower/registers.py: the output tile, one slot
+                if n != len(s.operands) - 1:
+                    raise BuildError(f"intrinsic '{name}' reads '{op.tensor.name}', which lives in registers")
+                slot = self.promoted[id(op.tensor)][int(op.indices[0].value)]
+                addrs.append(f"(({self.scalar_type(op.tensor.dtype)} *)&tw_acc)")
+                continue
+            buf = self.names.of(op.tensor, op.tensor.name)
+            addrs.append(f"(&{buf}[{self.expr(op.indices[0])}])")
+        for h in em.headers:
+            self.helpers.setdefault(f"#include <{h}>", f"#include <{h}>")
+        if em.gcc_target:
+            self.gcc_targets.update(em.gcc_target.split(","))
+        if slot is not None:  # through a local copy the compiler keeps in the register
+            self.emit("{")
+            self.depth += 1
+            self.emit(f"__typeof__({slot}) tw_acc = {slot};")
+        for line in em.render(tuple(addrs)).splitlines():
+            self.emit(line)
+        if slot is not None:
+            self.emit(f"{slot} = tw_acc;")
+            self.depth -= 1
+            self.emit("}")
 
     def stmt_Fence(self, s: Fence) -> None:
         self.emit('__asm__ __volatile__("" ::: "memory");')
@@ -324,6 +357,9 @@ class CCodeGen(CRenderer):
         self.stmt(func.body)
         body = "\n".join(self.lines)
         head = "".join(_HINT_ATTRIBUTES[h] for h in func.compiler_hints)
+        if self.gcc_targets:  # intrinsics (intrin/) the -march flags may not enable
+            head += f'__attribute__((target("{",".join(sorted(self.gcc_targets))}")))\n'
+
         return kernel, params, (f"{head}int32_t {kernel}({', '.join(params)}) {{\n  tw_alloc_failed = 0;\n{body}\n"
                                 f"  return tw_alloc_failed ? -1 : 0;\n}}")
 

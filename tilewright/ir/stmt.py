@@ -124,6 +124,22 @@ class Fence(Stmt):
     keeps sibling register tiles from being interleaved into one that spills."""
 
 
+@dataclass(frozen=True, eq=False, repr=False)
+class IntrinCall(Stmt):
+    """One call of a declared hardware intrinsic (intrin/): `intrin` carries its
+    name, semantics and emitters (opaque to the IR). Each operand is the element
+    at its origin (a Load, flattened like any other) and `strides[n]` the flat
+    elements between neighbours along each axis of the intrinsic's operand n;
+    inputs come first, the output last. `update`: the output accumulates (+=).
+    `emitter`: the spelling chosen for the target (set when lowered for one)."""
+
+    intrin: object
+    operands: tuple
+    strides: tuple[tuple[int, ...], ...]
+    update: bool = True
+    emitter: object = None
+
+
 def seq(*stmts: Stmt | None) -> Stmt:
     """A flat sequence, dropping Nones and unwrapping nested sequences."""
     flat: list[Stmt] = []

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 from .expr import Expr
-from .stmt import Allocate, For, IfThenElse, LetStmt, Seq, Stmt, Store, seq
+from .stmt import Allocate, For, IfThenElse, IntrinCall, LetStmt, Seq, Stmt, Store, seq
 from .traverse import walk
 
 
@@ -33,6 +33,8 @@ def map_stmt(stmt: Stmt, fstmt: Callable[[Stmt], Stmt | None] | None = None,
             new = replace(s, body=visit(s.body))
         elif isinstance(s, LetStmt):
             new = replace(s, value=fx(s.value), body=visit(s.body))
+        elif isinstance(s, IntrinCall):
+            new = replace(s, operands=tuple(fx(o) for o in s.operands))
         else:  # Barrier, Fence: leaves
             new = s
         out = fstmt(new) if fstmt else None
@@ -66,6 +68,8 @@ def stmt_exprs(s: Stmt) -> list[Expr]:
         return [*s.indices, s.value]
     if isinstance(s, LetStmt):
         return [s.value]
+    if isinstance(s, IntrinCall):
+        return list(s.operands)
     return []
 
 

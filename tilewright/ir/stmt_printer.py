@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .printer import expr_str
-from .stmt import Allocate, Barrier, Fence, For, ForKind, IfThenElse, LetStmt, Seq, Stmt, Store
+from .stmt import Allocate, Barrier, Fence, For, ForKind, IfThenElse, IntrinCall, LetStmt, Seq, Stmt, Store
 
 _e = expr_str
 
@@ -35,6 +35,9 @@ def stmt_str(stmt: Stmt, indent: int = 0) -> str:
         return f"{pad}{stmt.var.name} = {_e(stmt.value)}\n" + stmt_str(stmt.body, indent)
     if isinstance(stmt, Barrier):
         return f"{pad}barrier({stmt.scope.value})"
+    if isinstance(stmt, IntrinCall):
+        ops = ", ".join(f"&{_e(o)} strides {list(st)}" for o, st in zip(stmt.operands, stmt.strides))
+        return f"{pad}{getattr(stmt.intrin, 'name', stmt.intrin)}{' +=' if stmt.update else ''}({ops})"
     if isinstance(stmt, Fence):
         return f"{pad}fence"
     return f"{pad}<{type(stmt).__name__}>"

@@ -19,6 +19,15 @@ def flat_index(buffer: Buffer, indices: tuple[Expr, ...]) -> Expr:
     return out if out is not None else arith.const(0)
 
 
+def dense_strides(shape) -> tuple[int, ...]:
+    """Row-major strides, in elements, of a dense array of `shape`."""
+    out, n = [], 1
+    for d in reversed(shape):
+        out.append(n)
+        n *= d
+    return tuple(reversed(out))
+
+
 def _flatten_expr(e: Expr) -> Expr:
     def fn(n: Expr):
         if isinstance(n, Load) and isinstance(n.tensor, Buffer) and len(n.indices) != 1:

@@ -5,12 +5,12 @@ stages placed (with their buffers) inside the loops they are attached to."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..errors import LoweringError
 from ..ir import arith
 from ..ir.expr import AxisKind, BinOp, Expr, IterVar, Load, Reduce
-from ..ir.stmt import Allocate, Buffer, For, IfThenElse, Scope, Stmt, Store, seq
+from ..ir.stmt import Allocate, Buffer, For, ForKind, IfThenElse, Scope, Stmt, Store, seq
 from ..ir.traverse import substitute, transform
 from ..schedule.relations import Split, pass_down, root_values
 from ..schedule.stage import Stage
@@ -225,13 +225,35 @@ def make_nest(stage: Stage, ctx: LowerContext) -> Stmt:
 
     leaves = f.leaves
     first_reduce = next((n for n, v in enumerate(leaves) if v.kind is AxisKind.REDUCE), None)
+    tensorized = stage.tensorized
     nest = update
     for pos in range(len(leaves) - 1, -1, -1):
         v = leaves[pos]
         nest = make_loop(stage, v, f.dom[id(v)], place_children(v, nest, ctx))
         if init is not None and pos == first_reduce:
-            init_nest = init
-            for u in reversed([u for u in leaves[pos:] if u.kind is AxisKind.SPATIAL]):
-                init_nest = make_loop(stage, u, f.dom[id(u)], init_nest)
-            nest = seq(init_nest, nest)
+            nest = seq(_init_nest(stage, f, init, pos), nest)
+        if tensorized is not None and v is tensorized[0]:
+            from .tensorize import tensorize_nest
+
+            inside = _init_nest(stage, f, init, pos) if init is not None and first_reduce >= pos else None
+            if isinstance(body, Reduce) and body.condition is not None:
+                raise LoweringError(f"stage '{stage.name}': a reduction with a condition cannot be tensorized")
+            source = rewrite_loads(body.source, ctx) if isinstance(body, Reduce) else None
+            value = None if isinstance(body, Reduce) else rewrite_loads(body, ctx)
+            nest = tensorize_nest(stage, v, tensorized[1], f, buf, storage_indices(buf, f.offsets), source, value,
+                                  nest, inside, ctx)
     return nest
+
+
+def _init_nest(stage: Stage, f: Frame, init: Stmt, pos: int) -> Stmt:
+    """The reduction's initialisation over the spatial loops from position `pos` inward;
+    those an intrinsic replaces (serial by rule) are unrolled, so that a register tile of
+    the intrinsic's outputs is initialised at constant offsets."""
+    t = stage.tensorized
+    start = next((n for n, v in enumerate(f.leaves) if t is not None and v is t[0]), len(f.leaves))
+    for n in range(len(f.leaves) - 1, pos - 1, -1):
+        u = f.leaves[n]
+        if u.kind is AxisKind.SPATIAL:
+            loop = make_loop(stage, u, f.dom[id(u)], init)
+            init = replace(loop, kind=ForKind.UNROLLED) if n >= start else loop
+    return init

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 
 from ..ir import arith
 from ..ir.expr import BinOp, Broadcast, Const, Expr, Load, Ramp
-from ..ir.stmt import Allocate, Scope, Stmt, Store, seq
+from ..ir.stmt import Allocate, IntrinCall, Scope, Stmt, Store, seq
 from ..ir.stmt_functor import map_stmt, stmt_exprs, walk_stmt
 from ..ir.traverse import children, structural_key, walk, walk_unique, with_children
 from .simplify import simplify
@@ -88,6 +88,17 @@ def register_lanes(alloc: Allocate) -> int | None:
     vector_lanes: set[int] = set()
     vector_offsets: list[int] = []
     for st in walk_stmt(alloc.body):
+        if isinstance(st, IntrinCall):  # its output tile may be one slot; anything else needs an address
+            *ins, out = st.operands
+            if any(op.tensor is b for op in ins):
+                return None
+            if out.tensor is b:
+                width = _contiguous_tile(st)
+                if width is None or not isinstance(out.indices[0], Const):
+                    return None
+                vector_lanes.add(width)
+                vector_offsets.append(int(out.indices[0].value))
+            continue
         accesses = [st.indices[0]] if isinstance(st, Store) and st.buffer is b else []
         for e in stmt_exprs(st):
             accesses += [n.indices[0] for n in walk_unique(e) if isinstance(n, Load) and n.tensor is b]
@@ -107,6 +118,18 @@ def register_lanes(alloc: Allocate) -> int | None:
     if lanes > 1 and b.dtype.name not in ("float32", "float64", "int8", "int16", "int32", "int64", "uint8"):
         return None
     return lanes
+
+
+def _contiguous_tile(call: IntrinCall) -> int | None:
+    """Elements of the intrinsic's output if they are contiguous (one vector slot), else None."""
+    shape = call.intrin.output.shape
+    n, expect = 1, 1
+    for extent, stride in reversed(list(zip(shape, call.strides[-1]))):
+        if extent > 1 and stride != expect:
+            return None
+        expect *= extent
+        n *= extent
+    return n
 
 
 # ---- statements wider than a register -------------------------------------------------------------------

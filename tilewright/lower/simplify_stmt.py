@@ -8,7 +8,7 @@ import threading
 from dataclasses import replace
 
 from ..ir.expr import Binary, BinOp, Const, Expr
-from ..ir.stmt import Allocate, For, ForKind, IfThenElse, LetStmt, Seq, Stmt, Store, seq
+from ..ir.stmt import Allocate, For, ForKind, IfThenElse, IntrinCall, LetStmt, Seq, Stmt, Store, seq
 from ..ir.traverse import substitute, transform
 from .simplify import Ranges, const_bounds, simplify
 
@@ -81,6 +81,8 @@ def _simplify_stmt(stmt: Stmt, ranges: Ranges | None = None) -> Stmt | None:
     if isinstance(stmt, LetStmt):
         body = _simplify_stmt(stmt.body, ranges)
         return None if body is None else replace(stmt, value=_expr(stmt.value, ranges), body=body)
+    if isinstance(stmt, IntrinCall):
+        return replace(stmt, operands=tuple(_expr(o, ranges) for o in stmt.operands))
     return stmt
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..errors import LoweringError
 from ..ir.expr import Expr, Load, Reduce, Var
-from ..ir.stmt import Allocate, Barrier, Buffer, Fence, For, IfThenElse, LetStmt, Seq, Stmt, Store
+from ..ir.stmt import Allocate, Barrier, Buffer, Fence, For, IfThenElse, IntrinCall, LetStmt, Seq, Stmt, Store
 from ..ir.traverse import walk_unique
 
 
@@ -53,6 +53,12 @@ def verify(func) -> None:
             if s.indices[0].dtype.lanes != s.value.dtype.lanes:
                 raise LoweringError(f"{where}: index has {s.indices[0].dtype.lanes} lanes, value "
                                     f"{s.value.dtype.lanes}")
+        elif isinstance(s, IntrinCall):
+            where = f"intrinsic {getattr(s.intrin, 'name', '?')}"
+            for op in s.operands:
+                if not isinstance(op, Load) or not isinstance(op.tensor, Buffer) or id(op.tensor) not in buffers:
+                    raise LoweringError(f"{where}: operand `{op}` is not an element of a buffer in scope")
+                _check_expr(op, bound, buffers, where)
         elif not isinstance(s, (Barrier, Fence)):
             raise LoweringError(f"unknown statement {type(s).__name__}")
 

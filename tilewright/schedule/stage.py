@@ -54,6 +54,7 @@ class Stage:
         self.relations: list[Split | Fuse] = []
         self.loop_kinds: dict[int, ForKind] = {}
         self.bindings: dict[int, str] = {}  # id(leaf loop) -> thread tag (schedule/thread_axis.py)
+        self.tensorized: tuple[IterVar, object] | None = None  # (loop, intrinsic): lower/tensorize.py
 
     # ---- queries -------------------------------------------------------
     @property
@@ -237,6 +238,21 @@ class Stage:
         self.loop_kinds[id(leaf)] = ForKind.VECTORIZED
         self._record(prim, axis=leaf.name)
 
+    def tensorize(self, axis: IterVar, intrin) -> None:
+        """Replace the loops from `axis` inward by one call of `intrin` per iteration
+        of the loops outside it (a declaration of intrin/, e.g. `tw.intrin.get("x86.dot_8x4_u8s8")`).
+        The loops are matched to the intrinsic's axes by kind and extent in any order;
+        lowering checks that the computation and operand addresses agree (lower/tensorize.py)."""
+        axis = self._leaf(axis, "tensorize")
+        if not all(hasattr(intrin, a) for a in ("name", "output", "inputs", "layouts")):
+            raise ScheduleError(f"stage '{self.name}': tensorize needs an intrinsic declared with "
+                                f"tw.decl_tensor_intrin (or tw.intrin.get(name)), got {type(intrin).__name__}")
+        if self.tensorized is not None and self.tensorized[0] is not axis:
+            raise ScheduleError(f"stage '{self.name}': already tensorized at loop '{self.tensorized[0].name}'; "
+                                f"one intrinsic per stage")
+        self.tensorized = (axis, intrin)
+        self._record("tensorize", axis=axis.name, intrin=intrin.name)
+
     def unroll(self, axis: IterVar) -> None:
         """Replicate the body of `axis` once per iteration in the generated code."""
         self._annotate(axis, ForKind.UNROLLED, "unroll")
@@ -346,6 +362,9 @@ class Stage:
         return next(n for n, a in enumerate(self.leaf_iter_vars) if a is axis)
 
     def _replace_leaf(self, old: IterVar, new: list[IterVar]) -> None:
+        if self.tensorized is not None and self.tensorized[0] is old:
+            raise ScheduleError(f"stage '{self.name}': loop '{old.name}' is tensorized; split or fuse before "
+                                f"tensorize")
         kind = self.loop_kinds.get(id(old))
         if kind is not None:
             raise ScheduleError(
@@ -357,4 +376,6 @@ class Stage:
         self.all_iter_vars.extend(new)
 
     def _remove_leaf(self, axis: IterVar) -> None:
+        if self.tensorized is not None and self.tensorized[0] is axis:
+            raise ScheduleError(f"stage '{self.name}': loop '{axis.name}' is tensorized; fuse before tensorize")
         del self.leaf_iter_vars[self._position(axis)]

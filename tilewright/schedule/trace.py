@@ -55,17 +55,18 @@ class Trace:
             lines.append(f"{s.stage + '.' if s.stage else 's.'}{s.primitive}({args})")
         return "\n".join(lines)
 
-    def replay(self, outputs):
-        """Apply the steps to a fresh schedule of `outputs`."""
+    def replay(self, outputs, intrinsics=None):
+        """Apply the steps to a fresh schedule of `outputs`. `intrinsics`: name -> declared
+        intrinsic (e.g. `tw.intrin.get`), for traces that tensorize."""
         from .schedule import create_schedule
 
-        return self.apply_to(create_schedule(outputs))
+        return self.apply_to(create_schedule(outputs), intrinsics)
 
-    def apply_to(self, s):
+    def apply_to(self, s, intrinsics=None):
         """Apply the steps, in order, to schedule `s` (which records them again); returns `s`."""
         for n, step in enumerate(self.steps):
             try:
-                _apply(s, step)
+                _apply(s, step, intrinsics)
             except (KeyError, TypeError, ValueError, AttributeError, StopIteration) as exc:
                 # a step whose args lack a key or hold the wrong type: say which, not a raw traceback
                 raise ScheduleError(f"trace replay: step {n} {step.primitive!r} has malformed args "
@@ -105,7 +106,7 @@ def _tensor(s, name: str):
     raise ScheduleError(f"trace replay: no stage or input named '{name}'")
 
 
-def _apply(s, step: Step) -> None:
+def _apply(s, step: Step, intrinsics=None) -> None:
     a = step.args
     if not step.stage:
         if step.primitive == "cache_read":
@@ -146,5 +147,10 @@ def _apply(s, step: Step) -> None:
         st.storage_order(*[next(x for x in st.op.axis if x.name == n) for n in a["axes"]])
     elif p in ("compute_inline", "compute_root"):
         getattr(st, p)()
+    elif p == "tensorize":
+        if intrinsics is None:
+            raise ScheduleError(f"trace replay: stage '{step.stage}' tensorizes with '{a['intrin']}'; pass "
+                                f"intrinsics= (e.g. tw.intrin.get) to resolve its name")
+        st.tensorize(_axis(st, a["axis"]), intrinsics(a["intrin"]))
     else:
         raise ScheduleError(f"trace replay: unknown primitive {p!r} on stage '{step.stage}'")

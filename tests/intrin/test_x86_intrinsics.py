@@ -1,0 +1,138 @@
+"""The x86 declarations: each one's spellings compiled and their opcodes found in the object
+code on every host; run (exact, against NumPy) where the host has the feature, skipped with
+the reason elsewhere; the interpreter check of each on any host."""
+
+import dataclasses
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+import tilewright as tw
+from tilewright.backends import backend_for
+from tilewright.intrin import get, registered, run_lowered
+from tilewright.targets import ISA_FEATURES
+
+from synthetic_targets import AVX2, host_runs
+
+AVX512 = dataclasses.replace(AVX2, features=frozenset(ISA_FEATURES["avx512"]), isa="avx512")
+VNNI = dataclasses.replace(AVX512, features=AVX512.features | {"avx512_vnni"})
+BF16 = dataclasses.replace(AVX512, features=AVX512.features | {"avx512_bf16"})
+AVX_VNNI = dataclasses.replace(AVX2, features=AVX2.features | {"avx_vnni"})
+
+_DTYPES = {"x86.dot_8x4_u8s8": ("uint8", "int8", "int32"), "x86.dot_16x4_u8s8": ("uint8", "int8", "int32"),
+           "x86.dot_8x2_s16": ("int16", "int16", "int32"), "x86.dot_16x2_bf16": ("bfloat16", "bfloat16", "float32")}
+
+
+def _gemm(name, M=3, blocks=2, kgroups=3):
+    """C[i, j] = sum_k A[i, k] * Bp[j // L, k // G, j % L, k % G], tensorized at the L lanes."""
+    intrin = get(name)
+    lanes, group = intrin.inputs[1].shape
+    a_t, b_t, acc = _DTYPES[name]
+    N, K = blocks * lanes, kgroups * group
+    A = tw.placeholder((M, K), a_t, name="A")
+    Bp = tw.placeholder((blocks, kgroups, lanes, group), b_t, name="Bp")
+    k = tw.reduce_axis(K, name="k")
+    C = tw.compute((M, N), lambda i, j: tw.sum(
+        A[i, k].astype(acc) * Bp[j // lanes, k // group, j % lanes, k % group].astype(acc), axis=k), name="C")
+    s = tw.create_schedule(C)
+    i, j = C.op.axis
+    jo, ji = s[C].split(j, lanes)
+    ko, ki = s[C].split(k, group)
+    s[C].reorder(i, jo, ko, ji, ki)
+    s[C].tensorize(ji, intrin)
+    return s, [A, Bp, C], (M, N, K, lanes, group)
+
+
+def _data(name, shape_info, rng, extremes):
+    M, N, K, lanes, group = shape_info
+    a_t, b_t, acc = _DTYPES[name]
+    if a_t == "bfloat16":
+        from tilewright.reference.values import round_to_bfloat16
+
+        a = round_to_bfloat16(rng.standard_normal((M, K)).astype(np.float32))
+        b = round_to_bfloat16(rng.standard_normal((N, K)).astype(np.float32))
+    elif extremes:
+        lo_a, lo_b = np.iinfo(a_t).max if a_t == "uint8" else np.iinfo(a_t).min, np.iinfo(b_t).min
+        a, b = np.full((M, K), lo_a, a_t), np.full((N, K), lo_b, b_t)
+    else:
+        a = rng.integers(np.iinfo(a_t).min, np.iinfo(a_t).max + 1, (M, K)).astype(a_t)
+        b = rng.integers(np.iinfo(b_t).min, np.iinfo(b_t).max + 1, (N, K)).astype(b_t)
+    bp = np.ascontiguousarray(b.reshape(N // lanes, lanes, K // group, group).transpose(0, 2, 1, 3))
+    if acc == "int32":
+        want = (a.astype(np.int64) @ b.astype(np.int64).T).astype(np.int32)  # wraps like int32 sums
+    else:
+        want = (a.astype(np.float64) @ b.astype(np.float64).T).astype(np.float32)
+    return a, bp, want
+
+
+def _compare(out, want):
+    if want.dtype == np.float32:
+        np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+    else:
+        np.testing.assert_array_equal(out, want)
+
+
+@pytest.mark.parametrize("name", sorted(_DTYPES))
+@pytest.mark.parametrize("extremes", [False, True], ids=["random", "extremes"])
+def test_interpreter_check(name, extremes, rng):
+    s, args, info = _gemm(name)
+    a, bp, want = _data(name, info, rng, extremes)
+    out = np.zeros(want.shape, want.dtype)
+    assert run_lowered(tw.lower(s, args), a, bp, out) == info[0] * 2 * 3
+    _compare(out, want)
+
+
+def _objdump(library) -> str:
+    objdump = shutil.which("objdump")
+    if objdump is None:
+        pytest.skip("objdump (binutils) is not installed")
+    return subprocess.run([objdump, "-d", "--no-show-raw-insn", str(library)], capture_output=True, text=True,
+                          timeout=60).stdout
+
+
+SPELLINGS = [("x86.dot_8x4_u8s8", AVX2, "vpmaddwd"), ("x86.dot_8x4_u8s8", AVX_VNNI, "vpdpbusd"),
+             ("x86.dot_8x4_u8s8", VNNI, "vpdpbusd"), ("x86.dot_16x4_u8s8", AVX512, "vpmaddwd"),
+             ("x86.dot_16x4_u8s8", VNNI, "vpdpbusd"), ("x86.dot_8x2_s16", AVX2, "vpmaddwd"),
+             ("x86.dot_16x2_bf16", BF16, "vdpbf16ps")]
+_IDS = [f"{n}-{'+'.join(sorted(t.features - AVX2.features)) or 'avx2'}" for n, t, _ in SPELLINGS]
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None and shutil.which("cc") is None, reason="no C compiler")
+@pytest.mark.parametrize("name,target,opcode", SPELLINGS, ids=_IDS)
+def test_spelling_compiles_to_its_opcode_and_runs_where_the_host_can(name, target, opcode, rng):
+    backend = backend_for(target)
+    s, args, info = _gemm(name)
+    func = backend.lower(s, args, "kernel", target)
+    source = backend.render(func, target)
+    assert "__attribute__((target(" in source.text
+    artefact = backend.compile(source, target)
+    assert opcode in _objdump(artefact.library)
+    if not host_runs(target):
+        pytest.skip(f"the host lacks {sorted(target.features - tw.Target('cpu').features)}: compiled and its "
+                    f"opcodes checked only")
+    kernel = backend.load(func, source, artefact, target)
+    for extremes in (False, True):
+        a, bp, want = _data(name, info, rng, extremes)
+        out = np.zeros(want.shape, want.dtype)
+        kernel(a, bp, out)
+        _compare(out, want)
+
+
+def test_registered_lists_what_a_target_can_emit():
+    assert registered(AVX2) == ["x86.dot_8x2_s16", "x86.dot_8x4_u8s8"]
+    assert "x86.dot_16x4_u8s8" in registered(AVX512) and "x86.dot_16x2_bf16" not in registered(AVX512)
+    assert "x86.dot_16x2_bf16" in registered(BF16)
+    assert set(registered()) >= set(_DTYPES)
+
+
+def test_a_target_without_the_feature_is_a_clear_error():
+    s, args, _ = _gemm("x86.dot_16x4_u8s8")
+    with pytest.raises(tw.TilewrightError, match=r"'x86.dot_16x4_u8s8' needs avx512_vnni or avx512bw; the target has"):
+        backend_for(AVX2).lower(s, args, "kernel", AVX2)
+
+
+def test_unknown_name_lists_the_registered_ones():
+    with pytest.raises(tw.TilewrightError, match="no intrinsic named 'x86.nope'; registered: .*x86.dot_8x4_u8s8"):
+        get("x86.nope")

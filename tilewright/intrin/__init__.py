@@ -1,0 +1,16 @@
+"""Hardware intrinsics: declarations and their embedding (TVM's tensorize).
+
+An intrinsic's semantics is a te computation; per target dialect an emitter
+spells it (`declare.py`). `s[C].tensorize(axis, intrin)` replaces a stage's
+inner loops by calls (matched semantically in lower/tensorize.py), and
+`interpret.run_lowered` executes lowered IR with every call replaced by its
+declared semantics, so a wrong layout map fails on any host.
+
+Sits on top: imports te, reference, lower layers and targets. Public names: `decl_tensor_intrin`,
+`TensorIntrin`, `Emitter`, `get`, `registered`, `register`, `run_lowered`."""
+
+from .declare import Emitter, TensorIntrin, decl_tensor_intrin
+from .interpret import run_lowered
+from .registry import get, register, registered
+
+__all__ = ["Emitter", "TensorIntrin", "decl_tensor_intrin", "get", "register", "registered", "run_lowered"]

@@ -1,0 +1,114 @@
+"""x86 dot-product intrinsics: u8 x s8 -> s32 in 4-wide groups (VNNI's shape),
+s16 x s16 -> s32 pairs (`vpmaddwd`) and bf16 pairs -> f32 (`vdpbf16ps`).
+
+Every spelling is exact for every input of its dtypes. In particular the
+AVX2 and AVX-512BW spellings of the u8 x s8 dot widen both operands to 16 bits
+and use `vpmaddwd` (products and pair sums fit in 32 bits), never `vpmaddubsw`,
+whose 16-bit pair sums saturate at 255 x -128 + 255 x -128 (FBGEMM#199)."""
+
+from __future__ import annotations
+
+from ..te import compute, placeholder, reduce_axis, sum as te_sum
+from .declare import Emitter, TensorIntrin, decl_tensor_intrin
+
+
+def _dot(name: str, lanes: int, cols: int, a_dtype: str, b_dtype: str, acc: str, emitters) -> TensorIntrin:
+    """out[i] += sum_k a[k] * b[i, k]: `lanes` outputs, `cols` products per output;
+    b is `lanes` rows of `cols` contiguous values (the layout the instructions read)."""
+    a = placeholder((cols,), a_dtype, name="a")
+    b = placeholder((lanes, cols), b_dtype, name="b")
+    k = reduce_axis(cols, name="k")
+    out = compute((lanes,), lambda i: te_sum(a[k].astype(acc) * b[i, k].astype(acc), axis=k), name="out")
+    return decl_tensor_intrin(out, emitters, name, layouts=[(1,), (cols, 1), (1,)], inputs=[a, b])
+
+
+def _block(*lines: str) -> str:
+    return "{\n" + "\n".join("  " + x for x in lines) + "\n}"
+
+
+class _Vec:
+    """How a vector width spells its integer type, loads and stores (AVX2: 256, AVX-512: 512)."""
+
+    def __init__(self, bits: int):
+        self.t, self.p = ("__m256i", "_mm256") if bits == 256 else ("__m512i", "_mm512")
+        self.bits = bits
+
+    def load(self, x: str) -> str:
+        return f"_mm256_loadu_si256((const __m256i *)({x}))" if self.bits == 256 else \
+            f"_mm512_loadu_si512((const void *)({x}))"
+
+    def store(self, x: str, y: str) -> str:
+        return f"_mm256_storeu_si256((__m256i *)({x}), {y});" if self.bits == 256 else \
+            f"_mm512_storeu_si512((void *)({x}), {y});"
+
+
+def _accumulate(bits: int, *update: str):
+    """The common frame: 4 bytes of `a` broadcast (`tw_a`), `b` loaded (`tw_b`), the
+    accumulator loaded, `update` lines applied to `tw_c`, stored back."""
+    v = _Vec(bits)
+
+    def render(ops) -> str:
+        a, b, c = ops
+        return _block(
+            f"int32_t tw_a32; memcpy(&tw_a32, {a}, 4);",
+            f"const {v.t} tw_a = {v.p}_set1_epi32(tw_a32);",
+            f"const {v.t} tw_b = {v.load(b)};",
+            f"{v.t} tw_c = {v.load(c)};",
+            *[u.format(p=v.p, t=v.t) for u in update],
+            v.store(c, "tw_c"))
+    return render
+
+
+def _u8s8_widened(bits: int):
+    """u8 x s8 through 16-bit lanes: even bytes (k = 0, 2) sign/zero-extended, then odd bytes
+    (k = 1, 3), two vpmaddwd."""
+    band = "_mm256_and_si256" if bits == 256 else "_mm512_and_si512"
+    return _accumulate(
+        bits,
+        f"const {{t}} tw_ae = {band}(tw_a, {{p}}_set1_epi16(0x00ff));",
+        "const {t} tw_ao = {p}_srli_epi16(tw_a, 8);",
+        "const {t} tw_be = {p}_srai_epi16({p}_slli_epi16(tw_b, 8), 8);",
+        "const {t} tw_bo = {p}_srai_epi16(tw_b, 8);",
+        "tw_c = {p}_add_epi32(tw_c, {p}_madd_epi16(tw_be, tw_ae));",
+        "tw_c = {p}_add_epi32(tw_c, {p}_madd_epi16(tw_bo, tw_ao));")
+
+
+def _bf16_avx512(ops) -> str:
+    a, b, c = ops
+    return _block(
+        f"int32_t tw_a32; memcpy(&tw_a32, {a}, 4);",
+        f"const __m512i tw_b = _mm512_loadu_si512((const void *)({b}));",
+        f"__m512 tw_c = _mm512_loadu_ps({c});",
+        "tw_c = _mm512_dpbf16_ps(tw_c, (__m512bh)_mm512_set1_epi32(tw_a32), (__m512bh)tw_b);",
+        f"_mm512_storeu_ps({c}, tw_c);")
+
+
+def x86_intrinsics() -> list[TensorIntrin]:
+    exact = "exact for all u8 x s8 inputs"
+    return [
+        _dot("x86.dot_8x4_u8s8", 8, 4, "uint8", "int8", "int32", [
+            Emitter("c", ("avx_vnni",), _accumulate(256, "tw_c = _mm256_dpbusd_avx_epi32(tw_c, tw_a, tw_b);"), "avxvnni", ("vpdpbusd",),
+                    note=f"AVX-VNNI vpdpbusd (ymm), {exact}"),
+            Emitter("c", ("avx512_vnni", "avx512vl"), _accumulate(256, "tw_c = _mm256_dpbusd_epi32(tw_c, tw_a, tw_b);"), "avx512vnni,avx512vl",
+                    ("vpdpbusd",), note=f"AVX512-VNNI vpdpbusd (ymm), {exact}"),
+            Emitter("c", ("avx2",), _u8s8_widened(256), "avx2", ("vpmaddwd",),
+                    note=f"AVX2: widen to 16 bits, two vpmaddwd; {exact}"),
+        ]),
+        _dot("x86.dot_16x4_u8s8", 16, 4, "uint8", "int8", "int32", [
+            Emitter("c", ("avx512_vnni",), _accumulate(512, "tw_c = _mm512_dpbusd_epi32(tw_c, tw_a, tw_b);"), "avx512vnni,avx512f", ("vpdpbusd",),
+                    note=f"AVX512-VNNI vpdpbusd (zmm), {exact}"),
+            Emitter("c", ("avx512bw",), _u8s8_widened(512), "avx512bw,avx512f", ("vpmaddwd",),
+                    note=f"AVX-512BW: widen to 16 bits, two vpmaddwd; {exact}"),
+        ]),
+        _dot("x86.dot_8x2_s16", 8, 2, "int16", "int16", "int32", [
+            Emitter("c", ("avx2",), _accumulate(256, "tw_c = _mm256_add_epi32(tw_c, _mm256_madd_epi16(tw_b, tw_a));"), "avx2", ("vpmaddwd",),
+                    note="AVX2 vpmaddwd; its one overflow (four -32768) wraps as int32 arithmetic does"),
+        ]),
+        _dot("x86.dot_16x2_bf16", 16, 2, "bfloat16", "bfloat16", "float32", [
+            Emitter("c", ("avx512_bf16",), _bf16_avx512, "avx512bf16,avx512f", ("vdpbf16ps",),
+                    note="AVX512-BF16 vdpbf16ps: fp32 products and sums, denormal inputs and outputs flushed"),
+        ]),
+    ]
+
+
+__all__ = ["x86_intrinsics"]
