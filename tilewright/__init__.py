@@ -71,8 +71,8 @@ from .te import (
 )
 
 __all__ = [
-    "ops", "intrin", "decl_tensor_intrin", "evaluate", "compile", "frontend", "DType", "as_dtype", "Tensor", "build", "lower", "Schedule",
-    "create_schedule", "Target",
+    "ops", "intrin", "decl_tensor_intrin", "evaluate", "compile", "frontend", "DType", "as_dtype", "Tensor",
+    "build", "lower", "Schedule", "create_schedule", "Target",
     "as_target", "records", "tune", "TuneResult", "ThreadAxis", "thread_axis",
     "BuildError", "DTypeError", "EvaluationError", "ExprError", "LoweringError", "MeasureError",
     "NameConflictError", "ScheduleError", "ShapeError", "TilewrightError", "TilewrightWarning",

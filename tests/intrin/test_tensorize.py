@@ -226,8 +226,8 @@ def test_user_declared_intrinsic_and_trace_replay(rng):
     x = tw.placeholder((8,), "float32", name="x")
     y = tw.placeholder((8,), "float32", name="y")
     z = tw.compute((8,), lambda i: x[i] * y[i] + x[i], name="z")
-    spelled = Emitter("c", (), lambda ops: "{ for (int q = 0; q < 8; ++q) (%s)[q] = (%s)[q] * (%s)[q] + (%s)[q]; }"
-                      % (ops[2], ops[0], ops[1], ops[0]))
+    spelled = Emitter("c", (), lambda ops: f"{{ for (int q = 0; q < 8; ++q) ({ops[2]})[q] = ({ops[0]})[q] * "
+                                           f"({ops[1]})[q] + ({ops[0]})[q]; }}")
     fma8 = decl_tensor_intrin(z, [spelled], name="test.fma8")
     P = tw.placeholder((32,), "float32", name="P")
     Q = tw.placeholder((32,), "float32", name="Q")

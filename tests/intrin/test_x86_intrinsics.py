@@ -8,13 +8,12 @@ import subprocess
 
 import numpy as np
 import pytest
+from synthetic_targets import AVX2, host_runs
 
 import tilewright as tw
 from tilewright.backends import backend_for
 from tilewright.intrin import get, registered, run_lowered
 from tilewright.targets import ISA_FEATURES
-
-from synthetic_targets import AVX2, host_runs
 
 AVX512 = dataclasses.replace(AVX2, features=frozenset(ISA_FEATURES["avx512"]), isa="avx512")
 VNNI = dataclasses.replace(AVX512, features=AVX512.features | {"avx512_vnni"})
@@ -22,6 +21,7 @@ BF16 = dataclasses.replace(AVX512, features=AVX512.features | {"avx512_bf16"})
 AVX_VNNI = dataclasses.replace(AVX2, features=AVX2.features | {"avx_vnni"})
 
 _DTYPES = {"x86.dot_8x4_u8s8": ("uint8", "int8", "int32"), "x86.dot_16x4_u8s8": ("uint8", "int8", "int32"),
+           "x86.dot_8x4_u7s8": ("uint8", "int8", "int32"), "x86.dot_16x4_u7s8": ("uint8", "int8", "int32"),
            "x86.dot_8x2_s16": ("int16", "int16", "int32"), "x86.dot_16x2_bf16": ("bfloat16", "bfloat16", "float32")}
 
 
@@ -31,7 +31,7 @@ def _gemm(name, M=3, blocks=2, kgroups=3):
     lanes, group = intrin.inputs[1].shape
     a_t, b_t, acc = _DTYPES[name]
     N, K = blocks * lanes, kgroups * group
-    A = tw.placeholder((M, K), a_t, name="A")
+    A = tw.placeholder((M, K), a_t, name="A", value_range=intrin.value_ranges[0])
     Bp = tw.placeholder((blocks, kgroups, lanes, group), b_t, name="Bp")
     k = tw.reduce_axis(K, name="k")
     C = tw.compute((M, N), lambda i, j: tw.sum(
@@ -54,10 +54,10 @@ def _data(name, shape_info, rng, extremes):
         a = round_to_bfloat16(rng.standard_normal((M, K)).astype(np.float32))
         b = round_to_bfloat16(rng.standard_normal((N, K)).astype(np.float32))
     elif extremes:
-        lo_a, lo_b = np.iinfo(a_t).max if a_t == "uint8" else np.iinfo(a_t).min, np.iinfo(b_t).min
-        a, b = np.full((M, K), lo_a, a_t), np.full((N, K), lo_b, b_t)
+        lo_a = (127 if "u7" in name else np.iinfo(a_t).max) if a_t == "uint8" else np.iinfo(a_t).min
+        a, b = np.full((M, K), lo_a, a_t), np.full((N, K), np.iinfo(b_t).min, b_t)
     else:
-        a = rng.integers(np.iinfo(a_t).min, np.iinfo(a_t).max + 1, (M, K)).astype(a_t)
+        a = rng.integers(np.iinfo(a_t).min, (127 if "u7" in name else np.iinfo(a_t).max) + 1, (M, K)).astype(a_t)
         b = rng.integers(np.iinfo(b_t).min, np.iinfo(b_t).max + 1, (N, K)).astype(b_t)
     bp = np.ascontiguousarray(b.reshape(N // lanes, lanes, K // group, group).transpose(0, 2, 1, 3))
     if acc == "int32":
@@ -92,7 +92,8 @@ def _objdump(library) -> str:
                           timeout=60).stdout
 
 
-SPELLINGS = [("x86.dot_8x4_u8s8", AVX2, "vpmaddwd"), ("x86.dot_8x4_u8s8", AVX_VNNI, "vpdpbusd"),
+SPELLINGS = [("x86.dot_8x4_u7s8", AVX2, "vpmaddubsw"), ("x86.dot_16x4_u7s8", AVX512, "vpmaddubsw"),
+             ("x86.dot_8x4_u8s8", AVX2, "vpmaddwd"), ("x86.dot_8x4_u8s8", AVX_VNNI, "vpdpbusd"),
              ("x86.dot_8x4_u8s8", VNNI, "vpdpbusd"), ("x86.dot_16x4_u8s8", AVX512, "vpmaddwd"),
              ("x86.dot_16x4_u8s8", VNNI, "vpdpbusd"), ("x86.dot_8x2_s16", AVX2, "vpmaddwd"),
              ("x86.dot_16x2_bf16", BF16, "vdpbf16ps")]
@@ -121,7 +122,7 @@ def test_spelling_compiles_to_its_opcode_and_runs_where_the_host_can(name, targe
 
 
 def test_registered_lists_what_a_target_can_emit():
-    assert registered(AVX2) == ["x86.dot_8x2_s16", "x86.dot_8x4_u8s8"]
+    assert registered(AVX2) == ["x86.dot_8x2_s16", "x86.dot_8x4_u7s8", "x86.dot_8x4_u8s8"]
     assert "x86.dot_16x4_u8s8" in registered(AVX512) and "x86.dot_16x2_bf16" not in registered(AVX512)
     assert "x86.dot_16x2_bf16" in registered(BF16)
     assert set(registered()) >= set(_DTYPES)
@@ -136,3 +137,46 @@ def test_a_target_without_the_feature_is_a_clear_error():
 def test_unknown_name_lists_the_registered_ones():
     with pytest.raises(tw.TilewrightError, match="no intrinsic named 'x86.nope'; registered: .*x86.dot_8x4_u8s8"):
         get("x86.nope")
+
+
+def _u7_gemm(a_range):
+    A = tw.placeholder((2, 8), "uint8", name="A", value_range=a_range)
+    Bp = tw.placeholder((1, 2, 8, 4), "int8", name="Bp")
+    k = tw.reduce_axis(8, name="k")
+    C = tw.compute((2, 8), lambda i, j: tw.sum(
+        A[i, k].astype("int32") * Bp[j // 8, k // 4, j % 8, k % 4].astype("int32"), axis=k), name="C")
+    s = tw.create_schedule(C)
+    i, j = C.op.axis
+    ko, ki = s[C].split(k, 4)
+    s[C].reorder(i, ko, j, ki)
+    s[C].tensorize(j, get("x86.dot_8x4_u7s8"))
+    return s, [A, Bp, C]
+
+
+def test_saturating_spelling_needs_a_proven_range():
+    """vpmaddubsw sums u8 x s8 pairs in 16 bits with saturation (FBGEMM#199): 255 x -128 twice does not
+    fit. The 7-bit intrinsic embeds only where the activations are proven to lie in [0, 127]."""
+    s, args = _u7_gemm(None)
+    with pytest.raises(tw.ScheduleError, match=r"operand 'a' must lie in \[0, 127\].*\[0, 255\]"):
+        tw.lower(s, args)
+    s, args = _u7_gemm((0, 127))
+    f = tw.lower(s, args)
+    a = np.full((2, 8), 127, np.uint8)
+    b = np.full((8, 8), -128, np.int8)
+    bp = np.ascontiguousarray(b.reshape(1, 8, 2, 4).transpose(0, 2, 1, 3))
+    out = np.zeros((2, 8), np.int32)
+    run_lowered(f, a, bp, out)
+    np.testing.assert_array_equal(out, np.full((2, 8), 8 * 127 * -128, np.int32))
+    if host_runs(AVX2):
+        kernel = tw.build(s, args, target="cpu")
+        assert "_mm256_maddubs_epi16" in kernel.source
+        out[:] = 0
+        kernel(a, bp, out)
+        np.testing.assert_array_equal(out, np.full((2, 8), 8 * 127 * -128, np.int32))
+
+
+def test_placeholder_range_is_checked():
+    with pytest.raises(tw.ShapeError, match="value_range"):
+        tw.placeholder((4,), "uint8", name="q", value_range=(0, 300))
+    with pytest.raises(tw.ShapeError, match="integer dtypes"):
+        tw.placeholder((4,), "float32", name="f", value_range=(0, 1))

@@ -114,7 +114,8 @@ def _rewrite(outputs, want: dict) -> dict:
         r = want.get(id(t))
         shape = t.shape if r is None else (*t.shape[:r], t.shape[r] * t.shape[r + 1], *t.shape[r + 2:])
         if isinstance(t.op, PlaceholderOp):
-            new[id(t)] = t if r is None else Tensor(PlaceholderOp(t.name, shape, t.dtype), shape, t.dtype)
+            op = PlaceholderOp(t.name, shape, t.dtype, t.op.value_range)
+            new[id(t)] = t if r is None else Tensor(op, shape, t.dtype)
             continue
         op = t.op
         mapping: dict = {a: IterVar(a.name, a.dtype, begin=a.begin, extent=a.extent, kind=a.kind) for a in op.axis}

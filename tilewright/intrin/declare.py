@@ -28,6 +28,9 @@ class Emitter:
     opcodes: tuple[str, ...] = ()
     headers: tuple[str, ...] = ("immintrin.h",)
     note: str = ""  # what this spelling is and where it is exact
+    # operands widened inside the call (two registers each, extra instructions): the default register-tile
+    # model of the space counts them (space/cpu_tensorize.py)
+    widens: bool = False
 
 
 @dataclass(frozen=True, eq=False)
@@ -37,6 +40,8 @@ class TensorIntrin:
     inputs: tuple[Tensor, ...]
     layouts: tuple[tuple[int | None, ...], ...]
     emitters: tuple[Emitter, ...]  # in preference order: the first a target has is used
+    # per input, the (lo, hi) its values must provably lie in for the spellings to be exact (None: any)
+    value_ranges: tuple = ()
 
     @property
     def is_update(self) -> bool:
@@ -58,11 +63,15 @@ class TensorIntrin:
         return f"TensorIntrin({self.name}: {shapes})"
 
 
-def decl_tensor_intrin(output: Tensor, emitters, name: str, layouts=None, inputs=None) -> TensorIntrin:
+def decl_tensor_intrin(output: Tensor, emitters, name: str, layouts=None, inputs=None,
+                       value_ranges=None) -> TensorIntrin:
     """Declare an intrinsic computing `output` (a te compute over placeholders).
     `layouts`: per operand (inputs, then output) the required flat strides,
     default dense row-major for every operand. `inputs`: operand order, default
-    the compute's placeholders in the order its body reads them."""
+    the compute's placeholders in the order its body reads them. `value_ranges`:
+    per input, (lo, hi) or None; tensorize embeds the intrinsic only where the
+    workload's values are proven to lie in them (e.g. a saturating instruction
+    that is exact on 7-bit activations)."""
     if not isinstance(output, Tensor) or not isinstance(output.op, ComputeOp):
         raise TilewrightError(f"intrinsic '{name}': the semantics must be a te compute tensor, got {output!r:.80}")
     ins = tuple(inputs) if inputs is not None else tuple(output.op.input_tensors)
@@ -84,7 +93,11 @@ def decl_tensor_intrin(output: Tensor, emitters, name: str, layouts=None, inputs
     emitters = tuple(emitters)
     if not emitters or not all(isinstance(e, Emitter) for e in emitters):
         raise TilewrightError(f"intrinsic '{name}': emitters must be a non-empty list of tw.intrin.Emitter")
-    return TensorIntrin(name, output, ins, layouts, emitters)
+    ranges = tuple(value_ranges) if value_ranges is not None else (None,) * len(ins)
+    if len(ranges) != len(ins):
+        raise TilewrightError(f"intrinsic '{name}': value_ranges needs one entry (or None) per input, got "
+                              f"{len(ranges)} for {len(ins)}")
+    return TensorIntrin(name, output, ins, layouts, emitters, ranges)
 
 
 __all__ = ["Emitter", "TensorIntrin", "decl_tensor_intrin"]

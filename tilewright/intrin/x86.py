@@ -8,18 +8,22 @@ whose 16-bit pair sums saturate at 255 x -128 + 255 x -128 (FBGEMM#199)."""
 
 from __future__ import annotations
 
-from ..te import compute, placeholder, reduce_axis, sum as te_sum
+from ..te import compute, placeholder, reduce_axis
+from ..te import sum as te_sum
 from .declare import Emitter, TensorIntrin, decl_tensor_intrin
 
 
-def _dot(name: str, lanes: int, cols: int, a_dtype: str, b_dtype: str, acc: str, emitters) -> TensorIntrin:
+def _dot(name: str, lanes: int, cols: int, a_dtype: str, b_dtype: str, acc: str, emitters,
+         a_range=None) -> TensorIntrin:
     """out[i] += sum_k a[k] * b[i, k]: `lanes` outputs, `cols` products per output;
-    b is `lanes` rows of `cols` contiguous values (the layout the instructions read)."""
+    b is `lanes` rows of `cols` contiguous values (the layout the instructions read).
+    `a_range`: the values of `a` the spellings are exact for (None: all)."""
     a = placeholder((cols,), a_dtype, name="a")
     b = placeholder((lanes, cols), b_dtype, name="b")
     k = reduce_axis(cols, name="k")
     out = compute((lanes,), lambda i: te_sum(a[k].astype(acc) * b[i, k].astype(acc), axis=k), name="out")
-    return decl_tensor_intrin(out, emitters, name, layouts=[(1,), (cols, 1), (1,)], inputs=[a, b])
+    return decl_tensor_intrin(out, emitters, name, layouts=[(1,), (cols, 1), (1,)], inputs=[a, b],
+                              value_ranges=[a_range, None])
 
 
 def _block(*lines: str) -> str:
@@ -83,25 +87,44 @@ def _bf16_avx512(ops) -> str:
         f"_mm512_storeu_ps({c}, tw_c);")
 
 
+def _vnni(bits: int) -> list[Emitter]:
+    exact = "exact for all u8 x s8 inputs"
+    if bits == 512:
+        return [Emitter("c", ("avx512_vnni",), _accumulate(512, "tw_c = _mm512_dpbusd_epi32(tw_c, tw_a, tw_b);"),
+                        "avx512vnni,avx512f", ("vpdpbusd",), note=f"AVX512-VNNI vpdpbusd (zmm), {exact}")]
+    return [Emitter("c", ("avx_vnni",), _accumulate(256, "tw_c = _mm256_dpbusd_avx_epi32(tw_c, tw_a, tw_b);"),
+                    "avxvnni", ("vpdpbusd",), note=f"AVX-VNNI vpdpbusd (ymm), {exact}"),
+            Emitter("c", ("avx512_vnni", "avx512vl"), _accumulate(256, "tw_c = _mm256_dpbusd_epi32(tw_c, tw_a, tw_b);"),
+                    "avx512vnni,avx512vl", ("vpdpbusd",), note=f"AVX512-VNNI vpdpbusd (ymm), {exact}")]
+
+
+def _maddubs(bits: int) -> Emitter:
+    """vpmaddubsw (u8 x s8 pairs summed in 16 bits, saturating) then vpmaddwd by ones: exact when
+    every pair sum fits in 16 bits, which 7-bit activations guarantee (2 x 127 x 128 = 32512)."""
+    feature, attr = ("avx2", "avx2") if bits == 256 else ("avx512bw", "avx512bw,avx512f")
+    update = "tw_c = {p}_add_epi32(tw_c, {p}_madd_epi16({p}_maddubs_epi16(tw_a, tw_b), {p}_set1_epi16(1)));"
+    return Emitter("c", (feature,), _accumulate(bits, update), attr, ("vpmaddubsw",),
+                   note="vpmaddubsw + vpmaddwd: exact for activations in [0, 127] only")
+
+
 def x86_intrinsics() -> list[TensorIntrin]:
     exact = "exact for all u8 x s8 inputs"
     return [
+        _dot("x86.dot_8x4_u7s8", 8, 4, "uint8", "int8", "int32", [*_vnni(256), _maddubs(256)], a_range=(0, 127)),
+        _dot("x86.dot_16x4_u7s8", 16, 4, "uint8", "int8", "int32", [*_vnni(512), _maddubs(512)], a_range=(0, 127)),
         _dot("x86.dot_8x4_u8s8", 8, 4, "uint8", "int8", "int32", [
-            Emitter("c", ("avx_vnni",), _accumulate(256, "tw_c = _mm256_dpbusd_avx_epi32(tw_c, tw_a, tw_b);"), "avxvnni", ("vpdpbusd",),
-                    note=f"AVX-VNNI vpdpbusd (ymm), {exact}"),
-            Emitter("c", ("avx512_vnni", "avx512vl"), _accumulate(256, "tw_c = _mm256_dpbusd_epi32(tw_c, tw_a, tw_b);"), "avx512vnni,avx512vl",
-                    ("vpdpbusd",), note=f"AVX512-VNNI vpdpbusd (ymm), {exact}"),
+            *_vnni(256),
             Emitter("c", ("avx2",), _u8s8_widened(256), "avx2", ("vpmaddwd",),
-                    note=f"AVX2: widen to 16 bits, two vpmaddwd; {exact}"),
+                    note=f"AVX2: widen to 16 bits, two vpmaddwd; {exact}", widens=True),
         ]),
         _dot("x86.dot_16x4_u8s8", 16, 4, "uint8", "int8", "int32", [
-            Emitter("c", ("avx512_vnni",), _accumulate(512, "tw_c = _mm512_dpbusd_epi32(tw_c, tw_a, tw_b);"), "avx512vnni,avx512f", ("vpdpbusd",),
-                    note=f"AVX512-VNNI vpdpbusd (zmm), {exact}"),
+            *_vnni(512),
             Emitter("c", ("avx512bw",), _u8s8_widened(512), "avx512bw,avx512f", ("vpmaddwd",),
-                    note=f"AVX-512BW: widen to 16 bits, two vpmaddwd; {exact}"),
+                    note=f"AVX-512BW: widen to 16 bits, two vpmaddwd; {exact}", widens=True),
         ]),
         _dot("x86.dot_8x2_s16", 8, 2, "int16", "int16", "int32", [
-            Emitter("c", ("avx2",), _accumulate(256, "tw_c = _mm256_add_epi32(tw_c, _mm256_madd_epi16(tw_b, tw_a));"), "avx2", ("vpmaddwd",),
+            Emitter("c", ("avx2",), _accumulate(256, "tw_c = _mm256_add_epi32(tw_c, _mm256_madd_epi16(tw_b, tw_a));"),
+                    "avx2", ("vpmaddwd",),
                     note="AVX2 vpmaddwd; its one overflow (four -32768) wraps as int32 arithmetic does"),
         ]),
         _dot("x86.dot_16x2_bf16", 16, 2, "bfloat16", "bfloat16", "float32", [

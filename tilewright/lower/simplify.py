@@ -19,6 +19,22 @@ from ..ir.traverse import children, structural_key, with_children
 Ranges = dict[int, tuple[int, int]]
 
 
+def interval(op: BinOp, a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int] | None:
+    """Inclusive bounds of `a op b` for + - * min max (None for other operators)."""
+    if op is BinOp.ADD:
+        return (a[0] + b[0], a[1] + b[1])
+    if op is BinOp.SUB:
+        return (a[0] - b[1], a[1] - b[0])
+    if op is BinOp.MUL:
+        products = [x * y for x in a for y in b]
+        return (min(products), max(products))
+    if op is BinOp.MIN:
+        return (min(a[0], b[0]), min(a[1], b[1]))
+    if op is BinOp.MAX:
+        return (max(a[0], b[0]), max(a[1], b[1]))
+    return None
+
+
 def const_bounds(e: Expr, ranges: Ranges) -> tuple[int, int] | None:
     """Inclusive constant bounds of an integer expression, or None if unknown."""
     if isinstance(e, Const):
@@ -41,17 +57,9 @@ def const_bounds(e: Expr, ranges: Ranges) -> tuple[int, int] | None:
             return (0, b[1] - 1)
         return None
     op = e.op
-    if op is BinOp.ADD:
-        return (a[0] + b[0], a[1] + b[1])
-    if op is BinOp.SUB:
-        return (a[0] - b[1], a[1] - b[0])
-    if op is BinOp.MUL:
-        products = [x * y for x in a for y in b]
-        return (min(products), max(products))
-    if op is BinOp.MIN:
-        return (min(a[0], b[0]), min(a[1], b[1]))
-    if op is BinOp.MAX:
-        return (max(a[0], b[0]), max(a[1], b[1]))
+    basic = interval(op, a, b)
+    if basic is not None:
+        return basic
     if op in (BinOp.FLOORDIV, BinOp.TRUNCDIV) and b[0] == b[1] and b[0] > 0:
         if op is BinOp.TRUNCDIV and a[0] < 0:
             return None

@@ -32,6 +32,7 @@ from ..ir.stmt import Allocate, Buffer, For, ForKind, IfThenElse, IntrinCall, Sc
 from ..ir.traverse import structural_key, substitute, walk
 from .flatten import dense_strides, flat_index
 from .simplify import simplify, to_linear
+from .value_range import expr_range, tensor_range
 
 
 @dataclass
@@ -223,6 +224,7 @@ def _build(stage, axis, intrin, frame, buf, offsets, source, value, scalar, init
     missing = [t.name for t in intrin.inputs if id(t) not in by_placeholder]
     if missing:
         raise _Mismatch(f"the intrinsic's inputs {missing} are not read by its body")
+    _check_ranges(intrin, by_placeholder, frame, ctx)
     axis_of = {id(a): v for v, a in pairing}
     operands, strides, staged = [], [], []
     for n, t in enumerate(intrin.inputs):
@@ -254,6 +256,32 @@ def _build(stage, axis, intrin, frame, buf, offsets, source, value, scalar, init
     for local, fill in reversed(staged):
         call = Allocate(local, seq(fill, call))
     return _guarded(seq(init, call), scalar, frame, {id(v) for v in region}, region)
+
+
+def _check_ranges(intrin, uses: dict, frame, ctx) -> None:
+    """Every input the intrinsic is exact for only on a range provably lies in it."""
+    needs = getattr(intrin, "value_ranges", ()) or ()
+    if not any(needs):
+        return
+    tensor_of = {}
+    for n in walk(frame.body):
+        if isinstance(n, Load) and id(n.tensor) in ctx.buffers:
+            tensor_of[id(ctx.buffers[id(n.tensor)])] = n.tensor
+    memo: dict = {}
+
+    def range_of(buf):
+        t = tensor_of.get(id(buf))
+        return tensor_range(t, memo) if t is not None else None
+
+    for t, need in zip(intrin.inputs, needs):
+        if need is None:
+            continue
+        have = expr_range(uses[id(t)].expr, range_of)
+        if have is None or have[0] < need[0] or have[1] > need[1]:
+            raise _Mismatch(f"operand '{t.name}' must lie in {list(need)} for this intrinsic to be exact, and the "
+                            f"stage's `{uses[id(t)].expr}` is only known to lie in {list(have) if have else 'nothing'}"
+                            f"; declare the input's range (tw.placeholder(..., value_range=...)) or use an "
+                            f"intrinsic exact for every value")
 
 
 def _direct_operand(u: _Use, region_ids, pairing, zero, ranges):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from ..errors import ShapeError
+from ..ir.dtype import as_dtype
 from ..te import compute, reduce_axis
 from ..te import sum as te_sum
 from ..te.tensor import Tensor
@@ -122,23 +123,34 @@ def _packed_window(x: Tensor, w: Tensor, stride, padding, dilation, op: str, nam
 
 
 def conv2d_nchwc(x: Tensor, w: Tensor, bias: Tensor | None = None, stride=1, padding=0, dilation=1,
-                 name: str = "conv2d_nchwc") -> Tensor:
+                 name: str = "conv2d_nchwc", out_dtype=None, weight_layout: str = "io") -> Tensor:
     """Convolution on packed data: x [N, C/cb, H, W, cb] (NCHW{cb}c), w [O/ob, C/cb, KH, KW, cb, ob]
-    (OIHW{cb}i{ob}o), bias [O] -> [N, O/ob, OH, OW, ob] (NCHW{ob}c). No groups."""
+    (OIHW{cb}i{ob}o), bias [O] -> [N, O/ob, OH, OW, ob] (NCHW{ob}c). No groups.
+    `weight_layout="oi"`: w [O/ob, C/cb, KH, KW, ob, cb] (OIHW{ob}o{cb}i, what dot-product
+    instructions read: each output lane's input channels contiguous). `out_dtype` (TVM's):
+    both operands are cast to it before multiplying, so u8 x s8 accumulates in int32."""
     op = "conv2d_nchwc"
     expect_tensor(x, op, "input")
     expect_tensor(w, op, "weight")
     expect_ndim(x, 5, op, "input", "NCHW{cb}c: N, C/cb, H, W, cb")
-    expect_ndim(w, 6, op, "weight", "OIHW{cb}i{ob}o: O/ob, C/cb, KH, KW, cb, ob")
-    expect_same_dtype(x, w, op, "weight")
-    if (w.shape[1], w.shape[4]) != (x.shape[1], x.shape[4]):
+    if weight_layout not in ("io", "oi"):
+        raise ShapeError(f"{op}: weight_layout must be 'io' (OIHW{{cb}}i{{ob}}o) or 'oi' (OIHW{{ob}}o{{cb}}i), "
+                         f"got {weight_layout!r}")
+    expect_ndim(w, 6, op, "weight", "OIHW{cb}i{ob}o: O/ob, C/cb, KH, KW, cb, ob" if weight_layout == "io"
+                else "OIHW{ob}o{cb}i: O/ob, C/cb, KH, KW, ob, cb")
+    if out_dtype is None:
+        expect_same_dtype(x, w, op, "weight")
+    else:
+        out_dtype = as_dtype(out_dtype, f"{op} out_dtype")
+    cb_at, ob_at = (4, 5) if weight_layout == "io" else (5, 4)
+    if (w.shape[1], w.shape[cb_at]) != (x.shape[1], x.shape[4]):
         raise ShapeError(
-            f"{op}: weight '{w.name}' (OIHW{{cb}}i{{ob}}o, shape {list(w.shape)}) must hold {x.shape[1]} input "
-            f"blocks of {x.shape[4]} channels (axes 1 and 4) to match input '{x.name}' (shape {list(x.shape)}), "
-            f"got {w.shape[1]} blocks of {w.shape[4]}; conv2d_nchwc has no groups parameter (grouped convolution "
+            f"{op}: weight '{w.name}' (shape {list(w.shape)}) must hold {x.shape[1]} input blocks of {x.shape[4]} "
+            f"channels (axes 1 and {cb_at}) to match input '{x.name}' (shape {list(x.shape)}), got "
+            f"{w.shape[1]} blocks of {w.shape[cb_at]}; conv2d_nchwc has no groups parameter (grouped convolution "
             f"is not supported on packed data: use conv2d(..., groups=...) on NCHW)"
         )
-    out_blocks, block = w.shape[0], w.shape[5]
+    out_blocks, block = w.shape[0], w.shape[ob_at]
     check_bias(bias, x, out_blocks * block, op)
     data, out_spatial, (rh, rw), (sh, sw), (dh, dw) = _packed_window(x, w, stride, padding, dilation, op, name)
     rc = reduce_axis(x.shape[1], "rc")
@@ -146,7 +158,10 @@ def conv2d_nchwc(x: Tensor, w: Tensor, bias: Tensor | None = None, stride=1, pad
 
     def body(n, o, h, w_, oi):
         src = data[n, rc, h * sh + rh * dh, w_ * sw + rw * dw, rci]
-        return te_sum(src * w[o, rc, rh, rw, rci, oi], axis=[rc, rh, rw, rci])
+        wv = w[o, rc, rh, rw, rci, oi] if weight_layout == "io" else w[o, rc, rh, rw, oi, rci]
+        if out_dtype is not None:
+            src, wv = src.astype(out_dtype.name), wv.astype(out_dtype.name)
+        return te_sum(src * wv, axis=[rc, rh, rw, rci])
 
     names = ("n", "o", "h", "w", "o_inner")
     shape = (x.shape[0], out_blocks, *out_spatial, block)

@@ -57,6 +57,7 @@ from .cpu_plan import (
     vector_position,
     vector_width,
 )
+from .cpu_tensorize import TensorizedPlan, apply_tensorized, tensorized_space
 from .knobs import OrdinalKnob, SplitKnob, loop_knobs
 from .space import Point, Space
 
@@ -71,6 +72,9 @@ def cpu_space(outputs, target: Target, constants=()) -> tuple[Space, CpuPlan]:
     """The space and plan of the program computing `outputs`; `constants`: its input tensors that
     never change between calls (a model's weights), whose packs the default then counts as free."""
     plan = make_plan(outputs, target, constants)
+    tensorized = tensorized_space(outputs, plan, target)
+    if tensorized is not None:  # a registered intrinsic of the target embeds in the main node
+        return tensorized
     main = plan.main
     knobs = [_dispatch_totals(k, plan) for k in loop_knobs(main, 3, 2, plan.lanes)]
     if main.reduce:
@@ -189,6 +193,11 @@ def pack_repeats(plan: CpuPlan, point: Point, tensor) -> int:
 
 def apply_cpu(outputs, plan: CpuPlan, point: Point) -> Schedule:
     """The schedule of `point` for the plan's program (`outputs`, or the plan's rewrite of it)."""
+    if isinstance(plan, TensorizedPlan):
+        s = apply_tensorized(plan, point)
+        for p in plan.base.producers:  # padding copies: whole, before the tiles, on every core
+            _parallel_root(s[p.tensor], plan.base.cores, plan.base.lanes)
+        return s
     s = create_schedule(list(plan.outputs))
     if plan.merged is not None:
         s.views, s.view_originals = dict(plan.merged.views), plan.merged.originals

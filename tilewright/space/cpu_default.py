@@ -14,6 +14,7 @@ from .cpu_access import column_panel
 from .cpu_blocking import reduction_blocked, wants_blocking
 from .cpu_knobs import PACK, PLACE, fused_count, pack_key, place_key, split_key
 from .cpu_plan import CpuPlan, indexing_dims, lane_reduce_loop, main_loads, outer_orders, spatial_positions
+from .cpu_tensorize import TensorizedPlan, tensorized_default
 from .cpu_tiles import Tile, register_tiles
 from .knobs import SplitKnob
 from .space import Point, Space
@@ -23,6 +24,8 @@ def heuristic_points(space: Space, plan: CpuPlan, k: int = 4) -> list[Point]:
     """The default point and the next best-modelled register-tile shapes, up to
     `k` distinct points: what a tuning run measures first (the model ranks
     shapes well but not exactly, and a handful of measurements settle it)."""
+    if isinstance(plan, TensorizedPlan):
+        return [tensorized_default(space, plan)]
     out: list[Point] = [default_point(space, plan)]
     for close_call in ("rolled", "pressure_sched"):  # whether the compiler should unroll the reduce loops,
         if close_call in space.knobs:                # or schedule for register pressure
@@ -49,6 +52,8 @@ def default_point(space: Space, plan: CpuPlan) -> Point:
     loops that do not index it (`_packed_once`); lane sums along the
     reduction instead when an operand it reads contiguously is used too few
     times to repay any packing (a GEMV's matrix)."""
+    if isinstance(plan, TensorizedPlan):
+        return tensorized_default(space, plan)
     lane = _lane_sum_point(space, plan)
     if lane is not None:
         return lane

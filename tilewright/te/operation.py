@@ -50,12 +50,22 @@ def _shape(shape, tensor: str) -> tuple[int, ...]:
     return tuple(_check_extent(n, f"tensor '{tensor}' axis {d} extent") for d, n in enumerate(shape))
 
 
-def placeholder(shape, dtype="float32", name: str | None = None) -> Tensor:
-    """An input tensor of static `shape` and `dtype`."""
+def placeholder(shape, dtype="float32", name: str | None = None, value_range=None) -> Tensor:
+    """An input tensor of static `shape` and `dtype`. `value_range` (integer dtypes): (lo, hi), a
+    promise that every element lies in it (7-bit activations: (0, 127)); intrinsics that are exact
+    only on a range (intrin/) may then be used."""
     name = _name(name, "placeholder")
     shape = _shape(shape, name)
     d = as_dtype(dtype, f"dtype of placeholder '{name}'")
-    return Tensor(PlaceholderOp(name, shape, d), shape, d)
+    if value_range is not None:
+        if not d.is_int:
+            raise ShapeError(f"placeholder '{name}': value_range applies to integer dtypes, not {d}")
+        lo, hi = (int(v) for v in value_range)
+        if not d.int_range[0] <= lo <= hi <= d.int_range[1]:
+            raise ShapeError(f"placeholder '{name}': value_range {(lo, hi)} must be an interval within {d}'s "
+                             f"{d.int_range}")
+        value_range = (lo, hi)
+    return Tensor(PlaceholderOp(name, shape, d, value_range), shape, d)
 
 
 def reduce_axis(dom, name: str | None = None) -> IterVar:

@@ -16,6 +16,7 @@ class PlaceholderOp:
     name: str
     shape: tuple[int, ...]
     dtype: DType
+    value_range: tuple[int, int] | None = None  # integers the caller promises every element lies in
 
     @property
     def input_tensors(self) -> tuple[Tensor, ...]:
