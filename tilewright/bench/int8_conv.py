@@ -71,12 +71,13 @@ def ours_int8(case: dict, q: dict, target, trials: int = 0, seed: int = 0):
     """Our NCHW u8 -> NCHW u8 int8 conv: three kernels (to NCHW4c, conv + requantize, to NCHW), and
     the checked output of one call."""
     import tilewright as tw
+    from tilewright.ops.pad import pad_axes
 
     C, K, R = case["in_channels"], case["out_channels"], case["kernel"]
     Cp = _channels_to(C, 4)
     H, W = case["height"], case["width"]
     Xn = tw.placeholder((1, C, H, W), "uint8", name="Xn")
-    padded = tw.ops.pad(Xn, [0, 0, 0, 0], [0, Cp - C, 0, 0]) if Cp != C else Xn
+    padded = pad_axes(Xn, [0, 0, 0, 0], [0, Cp - C, 0, 0], name="channels_to_4") if Cp != C else Xn
     X4 = tw.ops.layout_transform(padded, "NCHW", "NCHW4c", name="to_nchw4c")
     Xb = tw.placeholder(X4.shape, "uint8", name="Xb", value_range=q["range"])
     Wb = tw.placeholder((K // 8, Cp // 4, R, R, 8, 4), "int8", name="Wb")

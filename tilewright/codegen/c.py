@@ -223,7 +223,27 @@ class CCodeGen(CRenderer):
             return f"tw_round_f32({self.expr(e.value)})"
         if e.dtype.lanes == 1:
             return super().expr_Cast(e)
+        src, dst = e.value.dtype, e.dtype
+        if src.is_int and dst.is_int and src.bits > dst.bits:
+            return f"{self._narrowing(src, dst)}({self.expr(e.value)})"
         return f"__builtin_convertvector({self.expr(e.value)}, {self.vector_type(e.dtype)})"
+
+    def _narrowing(self, src, dst) -> str:
+        """An integer vector narrowed (C's wrap: the low part of each lane) by picking the low
+        element of each lane from the source's bytes: GCC 12 scalarizes __builtin_convertvector
+        from int32 x 8 to uint8 x 8 on AVX2 (an element extract per lane: a requantize epilogue
+        spent more in it than in its rounding)."""
+        name = f"tw_narrow_{src.name}x{src.lanes}_{dst.name}"
+        if name not in self.helpers:
+            ratio = src.bits // dst.bits
+            wide, out = self.vector_type(dst.with_lanes(src.lanes * ratio)), self.vector_type(dst)
+            picks = ", ".join(str(n * ratio) for n in range(src.lanes))  # little-endian: the low part first
+            body = (f"#if defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 12) && "
+                    f"__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__\n"
+                    f"  {wide} b = ({wide})v; return __builtin_shufflevector(b, b, {picks});\n#else\n"
+                    f"  return __builtin_convertvector(v, {out});\n#endif\n")
+            self.helpers[name] = (f"static inline {out} {name}({self.vector_type(src)} v) {{\n{body}}}")
+        return name
 
     def expr_Call(self, e: Call) -> str:
         if e.dtype.lanes == 1:
