@@ -46,3 +46,19 @@ def test_int8_conv2d_nchwc_oi_weights_match_numpy(rng):
     np.testing.assert_array_equal(got, want.reshape(N, K // 8, 8, H, H).transpose(0, 1, 3, 4, 2))
     with pytest.raises(tw.ShapeError, match="weight_layout"):
         tw.ops.conv2d_nchwc(X, W, out_dtype="int32", weight_layout="xy")
+
+
+def test_int8_conv2d_nchw_accumulates_in_int32(rng):
+    X = tw.placeholder((1, 3, 6, 6), "uint8", name="X")
+    W = tw.placeholder((4, 3, 3, 3), "int8", name="W")
+    Y = tw.ops.conv2d(X, W, padding=1, out_dtype="int32")
+    assert Y.dtype.name == "int32"
+    x = rng.integers(0, 256, X.shape).astype(np.uint8)
+    w = rng.integers(-128, 128, W.shape).astype(np.int8)
+    import torch
+
+    want = torch.nn.functional.conv2d(torch.from_numpy(x.astype(np.float64)), torch.from_numpy(w.astype(np.float64)),
+                                      padding=1).numpy().astype(np.int32)
+    np.testing.assert_array_equal(tw.evaluate(Y, {X: x, W: w}), want)
+    with pytest.raises(tw.DTypeError, match="must match"):
+        tw.ops.conv2d(X, W)  # mixed dtypes without out_dtype

@@ -258,7 +258,28 @@ def main(argv=None) -> int:
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "int8_conv.json").write_text(json.dumps(doc, indent=1))
+        (args.out / "int8_conv.md").write_text(markdown(doc))
     return 0
+
+
+def markdown(doc: dict) -> str:
+    """The per-layer table: our time and each side's time over ours (> 1: we are faster)."""
+    sides = list(doc["cases"][0]["speedup"]) if doc["cases"] else []
+    lines = [provenance_line(doc["provenance"]), "",
+             "| layer | ours (ms) | " + " | ".join(f"{s} (x)" for s in sides) + " | spelling |",
+             "|---|---|" + "---|" * len(sides) + "---|"]
+    for r in doc["cases"]:
+        lines.append(f"| {r['name']} | {r['seconds']['tilewright int8'] * 1e3:.3f} | "
+                     + " | ".join(f"{r['speedup'][s]:.2f}" for s in sides) + f" | {r['plan']} |")
+    for label, g in doc.get("geomean", {}).items():
+        lines.append(f"| geomean ({label}) | | " + " | ".join(f"{g[s]:.2f}" for s in sides) + " | |")
+    return "\n".join(lines) + "\n"
+
+
+def markdown_from(path: Path) -> None:
+    """Rewrite the Markdown table of a finished run's JSON (`int8_conv.json` in `path`)."""
+    doc = json.loads((path / "int8_conv.json").read_text())
+    (path / "int8_conv.md").write_text(markdown(doc))
 
 
 if __name__ == "__main__":

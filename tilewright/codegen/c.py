@@ -12,7 +12,15 @@ from ..ir.expr import Binary, BinOp, Broadcast, Call, Cast, Compare, Intrinsic, 
 from ..ir.stmt import Allocate, Fence, For, ForKind, IntrinCall, Store
 from .base import CRenderer
 from .heap import ALLOC_LARGE, HUGE_PAGES, LARGE_BYTES, workspaces
-from .strided import SHUFFLE_MACRO, scatter_helper, strided_load_helper
+from .intrinsic_calls import render_intrinsic_call
+from .strided import (
+    SHUFFLE_MACRO,
+    interleave_helper,
+    interleaved_run,
+    narrowing_helper,
+    scatter_helper,
+    strided_load_helper,
+)
 from .transpose import TransposeNest, transpose_helper, transpose_nest
 from .vector_math import mvec_symbol
 
@@ -124,36 +132,7 @@ class CCodeGen(CRenderer):
         return f"{name}(&{buf}[{base}])"
 
     def stmt_IntrinCall(self, s: IntrinCall) -> None:
-        """The chosen emitter's statements on the operands' addresses; the kernel gets the
-        emitter's target attribute so GCC may use its instructions whatever -march says."""
-        em = s.emitter
-        name = getattr(s.intrin, "name", "?")
-        if em is None:
-            raise BuildError(f"intrinsic '{name}' has no emitter: lower it for a target (tw.build does)")
-        addrs, slot = [], None
-        for n, op in enumerate(s.operands):
-            if self.promoted.get(id(op.tensor)) is not None:  # lower/registers.py: the output tile, one slot
-                if n != len(s.operands) - 1:
-                    raise BuildError(f"intrinsic '{name}' reads '{op.tensor.name}', which lives in registers")
-                slot = self.promoted[id(op.tensor)][int(op.indices[0].value)]
-                addrs.append(f"(({self.scalar_type(op.tensor.dtype)} *)&tw_acc)")
-                continue
-            buf = self.names.of(op.tensor, op.tensor.name)
-            addrs.append(f"(&{buf}[{self.expr(op.indices[0])}])")
-        for h in em.headers:
-            self.helpers.setdefault(f"#include <{h}>", f"#include <{h}>")
-        if em.gcc_target:
-            self.gcc_targets.update(em.gcc_target.split(","))
-        if slot is not None:  # through a local copy the compiler keeps in the register
-            self.emit("{")
-            self.depth += 1
-            self.emit(f"__typeof__({slot}) tw_acc = {slot};")
-        for line in em.render(tuple(addrs)).splitlines():
-            self.emit(line)
-        if slot is not None:
-            self.emit(f"{slot} = tw_acc;")
-            self.depth -= 1
-            self.emit("}")
+        render_intrinsic_call(self, s)
 
     def stmt_Fence(self, s: Fence) -> None:
         self.emit('__asm__ __volatile__("" ::: "memory");')
@@ -224,26 +203,13 @@ class CCodeGen(CRenderer):
         if e.dtype.lanes == 1:
             return super().expr_Cast(e)
         src, dst = e.value.dtype, e.dtype
-        if src.is_int and dst.is_int and src.bits > dst.bits:
-            return f"{self._narrowing(src, dst)}({self.expr(e.value)})"
-        return f"__builtin_convertvector({self.expr(e.value)}, {self.vector_type(e.dtype)})"
-
-    def _narrowing(self, src, dst) -> str:
-        """An integer vector narrowed (C's wrap: the low part of each lane) by picking the low
-        element of each lane from the source's bytes: GCC 12 scalarizes __builtin_convertvector
-        from int32 x 8 to uint8 x 8 on AVX2 (an element extract per lane: a requantize epilogue
-        spent more in it than in its rounding)."""
-        name = f"tw_narrow_{src.name}x{src.lanes}_{dst.name}"
-        if name not in self.helpers:
+        if src.is_int and dst.is_int and src.bits > dst.bits:  # GCC 12 scalarizes convertvector here
             ratio = src.bits // dst.bits
-            wide, out = self.vector_type(dst.with_lanes(src.lanes * ratio)), self.vector_type(dst)
-            picks = ", ".join(str(n * ratio) for n in range(src.lanes))  # little-endian: the low part first
-            body = (f"#if defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 12) && "
-                    f"__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__\n"
-                    f"  {wide} b = ({wide})v; return __builtin_shufflevector(b, b, {picks});\n#else\n"
-                    f"  return __builtin_convertvector(v, {out});\n#endif\n")
-            self.helpers[name] = (f"static inline {out} {name}({self.vector_type(src)} v) {{\n{body}}}")
-        return name
+            name, definition = narrowing_helper(src.lanes, ratio, self.vector_type(src), self.vector_type(dst),
+                                                self.vector_type(dst.with_lanes(src.lanes * ratio)))
+            self.helpers.setdefault(name, definition)
+            return f"{name}({self.expr(e.value)})"
+        return f"__builtin_convertvector({self.expr(e.value)}, {self.vector_type(e.dtype)})"
 
     def expr_Call(self, e: Call) -> str:
         if e.dtype.lanes == 1:
@@ -280,6 +246,31 @@ class CCodeGen(CRenderer):
         return f"{name}({', '.join(args)})"
 
     # ---- statements -------------------------------------------------------
+    def stmt_Seq(self, s) -> None:
+        """Statements in order; a run of k scatters at stride k to offsets 0 .. k-1 of one buffer (a
+        relayout into k-blocked channels) is one interleave and one contiguous store instead of
+        k x lanes element stores."""
+        stmts, n = s.stmts, 0
+        while n < len(stmts):
+            k = interleaved_run(stmts, n, self.promoted)
+            if k:
+                self._interleave(stmts[n:n + k])
+                n += k
+            else:
+                self.stmt(stmts[n])
+                n += 1
+
+    def _interleave(self, run) -> None:
+        d = run[0].value.dtype
+        k, lanes = len(run), d.lanes
+        wide = self.vector_type(d.with_lanes(k * lanes))
+        name, definition = interleave_helper(k, lanes, self.vector_type(d), wide,
+                                             self.vector_type(d.with_lanes(2 * lanes)))
+        self.helpers.setdefault(name, definition)
+        buf = self.names.of(run[0].buffer, run[0].buffer.name)
+        values = ", ".join(self.expr(st.value) for st in run)
+        self.emit(f"*({wide} *)(&{buf}[{self.expr(run[0].indices[0].base)}]) = {name}({values});")
+
     def stmt_For(self, s: For) -> None:
         inside = s.kind is ForKind.PARALLEL  # buffers allocated inside belong to one thread's iteration
         self.parallel_depth += inside

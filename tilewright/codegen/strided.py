@@ -17,6 +17,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..ir.expr import Load, Ramp
+from ..ir.stmt import Store
+from ..ir.traverse import walk
+from ..lower.simplify import to_linear
+
 # __builtin_shufflevector (Clang, GCC >= 12) takes constant lane numbers; older GCC only has
 # __builtin_shuffle, which takes them as an integer vector of the data's width.
 SHUFFLE_MACRO = """#if defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 12)
@@ -112,5 +117,63 @@ def scatter_helper(stride: int, lanes: int, vector_t: str, scalar_t: str) -> tup
     return name, f"static inline void {name}({scalar_t} *p, {vector_t} v) {{ {stores} }}"
 
 
-__all__ = ["SHUFFLE_MACRO", "StridedPlan", "scatter_helper", "shuffle_steps", "strided_load_helper",
-           "strided_plan"]
+def interleaved_run(stmts, n: int, promoted) -> int:
+    """k if `stmts[n:n + k]` are k vector stores at stride k to offsets 0 .. k-1 of one buffer (k = 2
+    or 4, at most 64 bytes together, none reading what an earlier one wrote), else 0."""
+    first = stmts[n]
+    if not (isinstance(first, Store) and isinstance(first.indices[0], Ramp) and first.value.dtype.lanes > 1):
+        return 0
+    k, lanes = first.indices[0].stride, first.value.dtype.lanes
+    if k not in (2, 4) or n + k > len(stmts) or k * lanes * first.value.dtype.bytes > 128 \
+            or id(first.buffer) in promoted:
+        return 0
+    base = to_linear(first.indices[0].base)
+    for j in range(1, k):
+        st = stmts[n + j]
+        if not (isinstance(st, Store) and st.buffer is first.buffer and isinstance(st.indices[0], Ramp)
+                and st.indices[0].stride == k and st.value.dtype == first.value.dtype):
+            return 0
+        diff = to_linear(st.indices[0].base).add(base, -1)
+        if diff.terms or diff.const != j:
+            return 0
+        if any(isinstance(x, Load) and x.tensor is first.buffer for x in walk(st.value)):
+            return 0
+    return k
+
+
+def narrowing_helper(lanes: int, ratio: int, src_t: str, dst_t: str, wide_t: str) -> tuple[str, str]:
+    """(name, definition) of an integer vector narrowed as C does (the low part of each lane), by
+    picking the low element of each lane from the source's bytes: GCC 12 scalarizes
+    __builtin_convertvector from int32 x 8 to uint8 x 8 on AVX2 (one element extract per lane; a
+    requantize epilogue spent more in it than in its rounding)."""
+    name = f"tw_narrow_{src_t[3:]}_{dst_t[3:]}"
+    picks = ", ".join(str(n * ratio) for n in range(lanes))  # little-endian: the low part first
+    body = (f"#if (defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 12)) && "
+            f"__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__\n"
+            f"  {wide_t} b = ({wide_t})v; return __builtin_shufflevector(b, b, {picks});\n#else\n"
+            f"  return __builtin_convertvector(v, {dst_t});\n#endif\n")
+    return name, f"static inline {dst_t} {name}({src_t} v) {{\n{body}}}"
+
+
+def interleave_helper(k: int, lanes: int, vector_t: str, wide_t: str, pair_t: str) -> tuple[str, str]:
+    """(name, definition) of the `k`-way interleave of `k` vectors of `lanes` lanes into one of k x lanes
+    (element l * k + j is lane l of vector j): `k` scatters at stride k to offsets 0 .. k-1 become one
+    contiguous store. Pairs are concatenated, then one shuffle picks the lanes (GCC >= 12, clang; an
+    element-wise fallback elsewhere)."""
+    name = f"tw_interleave{k}_{vector_t[3:]}"
+    args = ", ".join(f"{vector_t} v{j}" for j in range(k))
+    picks = ", ".join(str(j * lanes + n) for n in range(lanes) for j in range(k))
+    if k == 2:
+        fast = f"return __builtin_shufflevector(v0, v1, {picks});"
+    else:
+        concat = ", ".join(str(n) for n in range(2 * lanes))
+        fast = " ".join(f"{pair_t} c{j} = __builtin_shufflevector(v{2 * j}, v{2 * j + 1}, {concat});"
+                        for j in range(2)) + f" return __builtin_shufflevector(c0, c1, {picks});"
+    slow = f"{wide_t} r; " + " ".join(f"r[{n * k + j}] = v{j}[{n}];" for n in range(lanes) for j in range(k)) \
+        + " return r;"
+    return name, (f"static inline {wide_t} {name}({args}) {{\n#if defined(__clang__) || __GNUC__ >= 12\n  {fast}\n"
+                  f"#else\n  {slow}\n#endif\n}}")
+
+
+__all__ = ["SHUFFLE_MACRO", "StridedPlan", "interleave_helper", "interleaved_run", "narrowing_helper",
+           "scatter_helper", "shuffle_steps", "strided_load_helper", "strided_plan"]

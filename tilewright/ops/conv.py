@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..errors import DTypeError, ShapeError
+from ..ir.dtype import as_dtype
 from ..te import compute, reduce_axis
 from ..te import sum as te_sum
 from ..te.tensor import Tensor
@@ -106,14 +107,15 @@ def conv1d(x: Tensor, w: Tensor, bias: Tensor | None = None, stride=1, padding=0
 
 
 def conv2d(x: Tensor, w: Tensor, bias: Tensor | None = None, stride=1, padding=0, dilation=1, groups=1,
-           layout: str = "NCHW", name: str = "conv2d") -> Tensor:
+           layout: str = "NCHW", name: str = "conv2d", out_dtype=None) -> Tensor:
     """F.conv2d: x [N, C, H, W], w [O, C/groups, KH, KW] -> [N, O, OH, OW]; with
-    layout="NHWC": x [N, H, W, C], w [KH, KW, C/groups, O] (HWIO) -> [N, OH, OW, O]."""
+    layout="NHWC": x [N, H, W, C], w [KH, KW, C/groups, O] (HWIO) -> [N, OH, OW, O].
+    `out_dtype="int32"`: u8/s8 operands accumulate in int32 (TVM's spelling)."""
     if layout not in CONV2D_LAYOUTS:
         valid = " or ".join(f"'{d}' (weight {k})" for d, k in CONV2D_LAYOUTS.items())
         raise ShapeError(f"conv2d: layout must be {valid}, got {layout!r}")
     return conv_nd(x, w, bias, stride, padding, dilation, groups, nsp=2, channels_last=layout == "NHWC",
-                   op="conv2d", name=name)
+                   op="conv2d", name=name, out_dtype=out_dtype)
 
 
 def conv3d(x: Tensor, w: Tensor, bias: Tensor | None = None, stride=1, padding=0, dilation=1, groups=1,
@@ -123,8 +125,9 @@ def conv3d(x: Tensor, w: Tensor, bias: Tensor | None = None, stride=1, padding=0
 
 
 def conv_nd(x: Tensor, w: Tensor, bias: Tensor | None, stride, padding, dilation, groups, *, nsp: int,
-            channels_last: bool, op: str, name: str) -> Tensor:
-    """Grouped, dilated, strided N-d convolution; see conv1d/conv2d/conv3d."""
+            channels_last: bool, op: str, name: str, out_dtype=None) -> Tensor:
+    """Grouped, dilated, strided N-d convolution; see conv1d/conv2d/conv3d. `out_dtype` (TVM's):
+    both operands are cast to it before multiplying (u8 x s8 accumulating in int32)."""
     spatial = SPATIAL_AXES[nsp]
     layout = "N" + "".join(spatial).upper() + "C" if channels_last else CHANNELS_FIRST[nsp]
     wlayout = "".join(spatial).upper() + "IO" if channels_last else WEIGHT_LAYOUT[nsp]
@@ -132,7 +135,10 @@ def conv_nd(x: Tensor, w: Tensor, bias: Tensor | None, stride, padding, dilation
     expect_tensor(w, op, "weight")
     expect_ndim(x, nsp + 2, op, "input", layout)
     expect_ndim(w, nsp + 2, op, "weight", wlayout)
-    expect_same_dtype(x, w, op, "weight")
+    if out_dtype is None:
+        expect_same_dtype(x, w, op, "weight")
+    else:
+        out_dtype = as_dtype(out_dtype, f"{op} out_dtype").name
     groups = check_groups(groups, op)
     stride = ntuple(stride, nsp, op, "stride", 1)
     dilation = ntuple(dilation, nsp, op, "dilation", 1)
@@ -180,9 +186,10 @@ def conv_nd(x: Tensor, w: Tensor, bias: Tensor | None, stride, padding, dilation
         # groups == 1 keeps the data read independent of o (one GEMM-like contraction)
         c = rc if groups == 1 else (o // group_out) * group_in + rc
         pos = [s * st + r * dl for s, r, st, dl in zip(sp, rs, stride, dilation, strict=True)]
-        if channels_last:
-            return te_sum(data[(n, *pos, c)] * w[(*rs, rc, o)], axis=[rc, *rs])
-        return te_sum(data[(n, c, *pos)] * w[(o, rc, *rs)], axis=[rc, *rs])
+        a, b = (data[(n, *pos, c)], w[(*rs, rc, o)]) if channels_last else (data[(n, c, *pos)], w[(o, rc, *rs)])
+        if out_dtype is not None:
+            a, b = a.astype(out_dtype), b.astype(out_dtype)
+        return te_sum(a * b, axis=[rc, *rs])
 
     acc = compute(shape, named_axes(body, names), name=name if bias is None else f"{name}_sum")
     channel = (lambda *i: i[-1]) if channels_last else (lambda *i: i[1])
