@@ -57,10 +57,10 @@ def numpy_blas() -> str:
 
 def host(target=None) -> dict:
     """The CPU: model name, vendor/family/model, the notable ISA features present, cores usable here."""
-    from ..targets.cpu import _cpu_flags, _cpu_identity
+    from ..targets.cpu import cpu_flags, cpu_identity
 
-    ident = _cpu_identity()
-    flags = _cpu_flags()
+    ident = cpu_identity()
+    flags = cpu_flags()
     out = {"cpu": ident.get("model name") or platform.processor() or platform.machine(),
            "vendor_family_model": "/".join(ident.get(k, "?") for k in ("vendor_id", "cpu family", "model")),
            "isa": [f for f in NOTABLE_FEATURES if f in flags], "machine": platform.machine(),

@@ -14,7 +14,8 @@ from ..config import usable_cores
 from .target import KNOWN_FEATURES, Target
 
 
-def _cpu_flags() -> set[str]:
+def cpu_flags() -> set[str]:
+    """cpu0's feature flags from /proc/cpuinfo (`flags` on x86, `Features` on ARM; empty elsewhere)."""
     try:
         text = open("/proc/cpuinfo").read()
     except OSError:
@@ -23,7 +24,7 @@ def _cpu_flags() -> set[str]:
     return set(m.group(2).split()) if m else set()
 
 
-def _cpu_identity() -> dict[str, str]:
+def cpu_identity() -> dict[str, str]:
     """cpu0's vendor_id, cpu family, model and model name from /proc/cpuinfo (x86; empty elsewhere)."""
     try:
         text = open("/proc/cpuinfo").read()
@@ -61,7 +62,7 @@ def execution_units(vendor: str, family: int, model: int, name: str, features) -
 
 
 def _execution_units(features) -> dict[str, int]:
-    ident = _cpu_identity()
+    ident = cpu_identity()
 
     def number(key):
         try:
@@ -130,7 +131,7 @@ def host_target() -> Target:
 
     cc = c_compiler()
     cores = usable_cores()
-    flags = _cpu_flags()
+    flags = cpu_flags()
     caches = _sysfs_caches()
     features = frozenset(f for f in flags if f in KNOWN_FEATURES)
     return Target(kind="cpu", arch=platform.machine(), cores=cores, features=features, isa="native",
