@@ -34,6 +34,13 @@ class Kernel:
         self.target = target
         # every argument the kernel stores into (outputs and computed intermediates passed in args)
         self.output_names = tuple(b.name for b in func.args if b in _stored_buffers(func.body))
+        # per argument (name, NumPy dtype, shape, written); the argument pairs of which one is written;
+        # data pointers of recent calls' arrays (_address): what each call checks, computed once
+        self._specs = [(b.name, storage_dtype(b), tuple(shape), b.name in self.output_names)
+                       for b, shape in zip(func.args, func.caller_shapes)]
+        self._written_pairs = [(i, j) for i in range(len(self._specs)) for j in range(i + 1, len(self._specs))
+                               if self._specs[i][3] or self._specs[j][3]]
+        self._addresses: dict[int, tuple] = {}
         self._lib = self._load()
         self._lib.tw_call.restype = ctypes.c_int32
         self._lib.tw_call.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
@@ -76,7 +83,7 @@ class Kernel:
     def _pack(self, arrays) -> tuple[ctypes.Array, list[tuple[int, int]]]:
         """The arguments' data pointers and the memory span [start, end) of each, every argument
         checked (count, type, dtype, shape, layout, writable where written)."""
-        specs = self._arg_specs()
+        specs = self._specs
         if len(arrays) != len(specs):
             raise MeasureError(f"kernel '{self.func.name}' takes {len(specs)} arrays "
                                f"({', '.join(s[0] for s in specs)}), got {len(arrays)}")
@@ -100,21 +107,13 @@ class Kernel:
             spans.append((address, address + arr.nbytes))
         return ptrs, spans
 
-    def _arg_specs(self) -> list[tuple]:
-        """(name, NumPy dtype, shape, written) of each argument, computed once."""
-        specs = self.__dict__.get("_specs")
-        if specs is None:
-            specs = self._specs = [(b.name, storage_dtype(b), tuple(shape), b.name in self.output_names)
-                                   for b, shape in zip(self.func.args, self.func.caller_shapes)]
-        return specs
-
     def _address(self, arr: np.ndarray) -> int:
         """`arr`'s data pointer. NumPy's own accessors take microseconds per array, which a
         microsecond kernel called from Python would pay several times over, so the pointers of
         the arrays of recent calls are kept (with the arrays themselves: an array's data does not
         move while it is alive, and a weak reference tells a live array from a new one that took
         a dead one's id)."""
-        cache = self.__dict__.setdefault("_addresses", {})
+        cache = self._addresses
         hit = cache.get(id(arr))
         if hit is not None and hit[0]() is arr:
             return hit[1]
@@ -146,13 +145,9 @@ class Kernel:
         copy); a MeasureError naming both arguments where a copy cannot help (two
         outputs overlap) or is not wanted (`copy=False`). `spans`: each argument's
         [start, end) from _pack (C-contiguous arrays occupy exactly that)."""
-        specs = self._arg_specs()
-        pairs = self.__dict__.get("_written_pairs")
-        if pairs is None:  # the pairs of which at least one is written
-            pairs = self._written_pairs = [(i, j) for i in range(len(specs)) for j in range(i + 1, len(specs))
-                                           if specs[i][3] or specs[j][3]]
+        specs = self._specs
         out = []
-        for i, j in pairs:
+        for i, j in self._written_pairs:
             if spans[i][0] >= spans[j][1] or spans[j][0] >= spans[i][1]:
                 continue
             wi, wj = specs[i][3], specs[j][3]
