@@ -81,11 +81,11 @@ def test_operands_in_the_callers_layout_get_the_plain_space():
     assert not isinstance(plan, TensorizedPlan)
 
 
-def test_tuner_searches_the_tensorized_space():
+def test_tuner_searches_the_tensorized_space(tmp_path):
     if not host_runs(AVX2):
         pytest.skip("the host cannot run AVX2 kernels")
     args = _packed_gemm(16, 32, 64)
-    result = tw.tune(args, target=AVX2, trials=4, seed=0, progress=False)
+    result = tw.tune(args, target=AVX2, trials=4, seed=0, progress=False, records=tmp_path / "r.sqlite")
     assert isinstance(result.plan, TensorizedPlan) and 0 < result.best_cost < float("inf")
     assert len(result.history) == 4
     kernel = result.build()

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import random
 from dataclasses import dataclass, field
 
 from ..errors import TilewrightError
@@ -77,9 +78,8 @@ def _candidates(plan: CpuPlan, target):
 
 def tensorized_space(outputs, plan: CpuPlan, target) -> tuple[Space, TensorizedPlan] | None:
     """The tensorized space of the plan's program, or None where no intrinsic embeds."""
-    if plan.anchor is not plan.main and any(len(n.tensor.shape) != len(plan.main.tensor.shape)
-                                            for n in (plan.anchor,)):
-        return None
+    if plan.anchor is not plan.main and len(plan.anchor.tensor.shape) != len(plan.main.tensor.shape):
+        return None  # the anchor's loops must be the main node's, position for position
     for intrin in _candidates(plan, target):
         lanes, cols = intrin.output.shape[0], intrin.inputs[0].shape[0]
         found = []
@@ -201,7 +201,7 @@ def tensorized_default(space: Space, tp: TensorizedPlan) -> Point:
         if key is None or k > key:
             best, key = p, k
     if best is None:
-        return space.sample(__import__("random").Random(0))
+        return space.sample(random.Random(0))
     return best
 
 
