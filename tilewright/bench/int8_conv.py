@@ -187,6 +187,10 @@ def ours_fp32(case: dict, q: dict, target):
 
     def run():
         return module(x)
+    got, want = np.asarray(run()), _float_conv(x, q["w"], np.zeros_like(q["b"]), case)
+    err = float(np.abs(got - want).max() / max(np.abs(want).max(), 1e-30))
+    if err > 1e-4:
+        raise AssertionError(f"{case['name']}: tilewright fp32 differs from PyTorch's conv by {err:.2e} (relative)")
     return run
 
 
