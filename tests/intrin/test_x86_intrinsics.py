@@ -22,6 +22,7 @@ AVX_VNNI = dataclasses.replace(AVX2, features=AVX2.features | {"avx_vnni"})
 
 _DTYPES = {"x86.dot_8x4_u8s8": ("uint8", "int8", "int32"), "x86.dot_16x4_u8s8": ("uint8", "int8", "int32"),
            "x86.dot_8x4_u7s8": ("uint8", "int8", "int32"), "x86.dot_16x4_u7s8": ("uint8", "int8", "int32"),
+           "x86.dot_8x4_u8s7": ("uint8", "int8", "int32"), "x86.dot_16x4_u8s7": ("uint8", "int8", "int32"),
            "x86.dot_8x2_s16": ("int16", "int16", "int32"), "x86.dot_16x2_bf16": ("bfloat16", "bfloat16", "float32")}
 
 
@@ -32,7 +33,7 @@ def _gemm(name, M=3, blocks=2, kgroups=3):
     a_t, b_t, acc = _DTYPES[name]
     N, K = blocks * lanes, kgroups * group
     A = tw.placeholder((M, K), a_t, name="A", value_range=intrin.value_ranges[0])
-    Bp = tw.placeholder((blocks, kgroups, lanes, group), b_t, name="Bp")
+    Bp = tw.placeholder((blocks, kgroups, lanes, group), b_t, name="Bp", value_range=intrin.value_ranges[1])
     k = tw.reduce_axis(K, name="k")
     C = tw.compute((M, N), lambda i, j: tw.sum(
         A[i, k].astype(acc) * Bp[j // lanes, k // group, j % lanes, k % group].astype(acc), axis=k), name="C")
@@ -53,12 +54,15 @@ def _data(name, shape_info, rng, extremes):
 
         a = round_to_bfloat16(rng.standard_normal((M, K)).astype(np.float32))
         b = round_to_bfloat16(rng.standard_normal((N, K)).astype(np.float32))
-    elif extremes:
-        lo_a = (127 if "u7" in name else np.iinfo(a_t).max) if a_t == "uint8" else np.iinfo(a_t).min
-        a, b = np.full((M, K), lo_a, a_t), np.full((N, K), np.iinfo(b_t).min, b_t)
     else:
-        a = rng.integers(np.iinfo(a_t).min, (127 if "u7" in name else np.iinfo(a_t).max) + 1, (M, K)).astype(a_t)
-        b = rng.integers(np.iinfo(b_t).min, np.iinfo(b_t).max + 1, (N, K)).astype(b_t)
+        a_hi = 127 if "u7" in name else np.iinfo(a_t).max
+        b_lo, b_hi = (-64, 64) if "s7" in name else (np.iinfo(b_t).min, np.iinfo(b_t).max)
+        if extremes:
+            a = np.full((M, K), a_hi if a_t == "uint8" else np.iinfo(a_t).min, a_t)
+            b = np.full((N, K), b_lo, b_t)
+        else:
+            a = rng.integers(np.iinfo(a_t).min, a_hi + 1, (M, K)).astype(a_t)
+            b = rng.integers(b_lo, b_hi + 1, (N, K)).astype(b_t)
     bp = np.ascontiguousarray(b.reshape(N // lanes, lanes, K // group, group).transpose(0, 2, 1, 3))
     if acc == "int32":
         want = (a.astype(np.int64) @ b.astype(np.int64).T).astype(np.int32)  # wraps like int32 sums
@@ -93,6 +97,7 @@ def _objdump(library) -> str:
 
 
 SPELLINGS = [("x86.dot_8x4_u7s8", AVX2, "vpmaddubsw"), ("x86.dot_16x4_u7s8", AVX512, "vpmaddubsw"),
+             ("x86.dot_8x4_u8s7", AVX2, "vpmaddubsw"), ("x86.dot_16x4_u8s7", VNNI, "vpdpbusd"),
              ("x86.dot_8x4_u8s8", AVX2, "vpmaddwd"), ("x86.dot_8x4_u8s8", AVX_VNNI, "vpdpbusd"),
              ("x86.dot_8x4_u8s8", VNNI, "vpdpbusd"), ("x86.dot_16x4_u8s8", AVX512, "vpmaddwd"),
              ("x86.dot_16x4_u8s8", VNNI, "vpdpbusd"), ("x86.dot_8x2_s16", AVX2, "vpmaddwd"),
@@ -122,7 +127,7 @@ def test_spelling_compiles_to_its_opcode_and_runs_where_the_host_can(name, targe
 
 
 def test_registered_lists_what_a_target_can_emit():
-    assert registered(AVX2) == ["x86.dot_8x2_s16", "x86.dot_8x4_u7s8", "x86.dot_8x4_u8s8"]
+    assert registered(AVX2) == ["x86.dot_8x2_s16", "x86.dot_8x4_u7s8", "x86.dot_8x4_u8s7", "x86.dot_8x4_u8s8"]
     assert "x86.dot_16x4_u8s8" in registered(AVX512) and "x86.dot_16x2_bf16" not in registered(AVX512)
     assert "x86.dot_16x2_bf16" in registered(BF16)
     assert set(registered()) >= set(_DTYPES)
@@ -139,9 +144,9 @@ def test_unknown_name_lists_the_registered_ones():
         get("x86.nope")
 
 
-def _u7_gemm(a_range):
+def _u7_gemm(a_range, b_range=None, intrin="x86.dot_8x4_u7s8"):
     A = tw.placeholder((2, 8), "uint8", name="A", value_range=a_range)
-    Bp = tw.placeholder((1, 2, 8, 4), "int8", name="Bp")
+    Bp = tw.placeholder((1, 2, 8, 4), "int8", name="Bp", value_range=b_range)
     k = tw.reduce_axis(8, name="k")
     C = tw.compute((2, 8), lambda i, j: tw.sum(
         A[i, k].astype("int32") * Bp[j // 8, k // 4, j % 8, k % 4].astype("int32"), axis=k), name="C")
@@ -149,8 +154,22 @@ def _u7_gemm(a_range):
     i, j = C.op.axis
     ko, ki = s[C].split(k, 4)
     s[C].reorder(i, ko, j, ki)
-    s[C].tensorize(j, get("x86.dot_8x4_u7s8"))
+    s[C].tensorize(j, get(intrin))
     return s, [A, Bp, C]
+
+
+def test_7_bit_weight_spelling_needs_weights_proven_within_64():
+    """2 x 255 x 64 fits 16 bits: u8 activations at full range with weights in [-64, 64] (ONNX
+    Runtime's reduce_range) may use vpmaddubsw; a weight range not proven is an error naming it."""
+    s, args = _u7_gemm(None, None, "x86.dot_8x4_u8s7")
+    with pytest.raises(tw.ScheduleError, match=r"operand 'b' must lie in \[-64, 64\].*\[-128, 127\]"):
+        tw.lower(s, args)
+    s, args = _u7_gemm(None, (-64, 64), "x86.dot_8x4_u8s7")
+    a, b = np.full((2, 8), 255, np.uint8), np.full((8, 8), -64, np.int8)
+    bp = np.ascontiguousarray(b.reshape(1, 8, 2, 4).transpose(0, 2, 1, 3))
+    out = np.zeros((2, 8), np.int32)
+    run_lowered(tw.lower(s, args), a, bp, out)
+    np.testing.assert_array_equal(out, np.full((2, 8), 8 * 255 * -64, np.int32))
 
 
 def test_saturating_spelling_needs_a_proven_range():

@@ -2,6 +2,8 @@
 intrinsic reads gets a space built around it; its default point is exact (interpreter check on
 any host, run where the host can) and the tuner searches it."""
 
+import warnings
+
 import numpy as np
 import pytest
 from synthetic_targets import AVX2, host_runs
@@ -93,3 +95,12 @@ def test_tuner_searches_the_tensorized_space(tmp_path):
     out = np.zeros(args[-1].shape, np.int32)
     kernel(*ins, out)
     np.testing.assert_array_equal(out, np.full(out.shape, 64, np.int32))
+    # a compiled model builds from the store: the tensorizing trace must replay there (it once fell
+    # back to the default schedule for want of the intrinsic registry)
+    from tilewright.records import Records
+    from tilewright.search.tuner import best_schedule
+
+    with Records(tmp_path / "r.sqlite"), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        s = best_schedule(backend_for(AVX2), args, AVX2)
+    assert any(step.primitive == "tensorize" for step in s.trace.steps)

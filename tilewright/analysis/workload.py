@@ -44,7 +44,9 @@ def canonical_text(outputs) -> str:
         tensors[id(t)] = f"t{n}"
         shape = "x".join(map(str, t.shape))
         if isinstance(t.op, PlaceholderOp):
-            lines.append(f"t{n}=input({t.dtype}[{shape}])")
+            # a promised value range decides which intrinsics are exact: it is part of the workload
+            promise = f" in {list(t.op.value_range)}" if t.op.value_range else ""
+            lines.append(f"t{n}=input({t.dtype}[{shape}]{promise})")
         else:
             names: dict[int, str] = {}
             for a in t.op.axis:

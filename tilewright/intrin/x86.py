@@ -14,16 +14,16 @@ from .declare import Emitter, TensorIntrin, decl_tensor_intrin
 
 
 def _dot(name: str, lanes: int, cols: int, a_dtype: str, b_dtype: str, acc: str, emitters,
-         a_range=None) -> TensorIntrin:
+         a_range=None, b_range=None) -> TensorIntrin:
     """out[i] += sum_k a[k] * b[i, k]: `lanes` outputs, `cols` products per output;
     b is `lanes` rows of `cols` contiguous values (the layout the instructions read).
-    `a_range`: the values of `a` the spellings are exact for (None: all)."""
+    `a_range`, `b_range`: the values of `a`, `b` the spellings are exact for (None: all)."""
     a = placeholder((cols,), a_dtype, name="a")
     b = placeholder((lanes, cols), b_dtype, name="b")
     k = reduce_axis(cols, name="k")
     out = compute((lanes,), lambda i: te_sum(a[k].astype(acc) * b[i, k].astype(acc), axis=k), name="out")
     return decl_tensor_intrin(out, emitters, name, layouts=[(1,), (cols, 1), (1,)], inputs=[a, b],
-                              value_ranges=[a_range, None])
+                              value_ranges=[a_range, b_range])
 
 
 def _block(*lines: str) -> str:
@@ -98,13 +98,14 @@ def _vnni(bits: int) -> list[Emitter]:
                     "avx512vnni,avx512vl", ("vpdpbusd",), note=f"AVX512-VNNI vpdpbusd (ymm), {exact}")]
 
 
-def _maddubs(bits: int) -> Emitter:
+def _maddubs(bits: int, exact_for: str = "activations in [0, 127]") -> Emitter:
     """vpmaddubsw (u8 x s8 pairs summed in 16 bits, saturating) then vpmaddwd by ones: exact when
-    every pair sum fits in 16 bits, which 7-bit activations guarantee (2 x 127 x 128 = 32512)."""
+    every pair sum fits in 16 bits, which 7-bit activations (2 x 127 x 128 = 32512) or weights in
+    [-64, 64] (2 x 255 x 64 = 32640, ONNX Runtime's `reduce_range`) guarantee."""
     feature, attr = ("avx2", "avx2") if bits == 256 else ("avx512bw", "avx512bw,avx512f")
     update = "tw_c = {p}_add_epi32(tw_c, {p}_madd_epi16({p}_maddubs_epi16(tw_a, tw_b), {p}_set1_epi16(1)));"
     return Emitter("c", (feature,), _accumulate(bits, update), attr, ("vpmaddubsw",),
-                   note="vpmaddubsw + vpmaddwd: exact for activations in [0, 127] only")
+                   note=f"vpmaddubsw + vpmaddwd: exact for {exact_for} only")
 
 
 def x86_intrinsics() -> list[TensorIntrin]:
@@ -112,6 +113,10 @@ def x86_intrinsics() -> list[TensorIntrin]:
     return [
         _dot("x86.dot_8x4_u7s8", 8, 4, "uint8", "int8", "int32", [*_vnni(256), _maddubs(256)], a_range=(0, 127)),
         _dot("x86.dot_16x4_u7s8", 16, 4, "uint8", "int8", "int32", [*_vnni(512), _maddubs(512)], a_range=(0, 127)),
+        _dot("x86.dot_8x4_u8s7", 8, 4, "uint8", "int8", "int32", [*_vnni(256), _maddubs(256, "weights in [-64, 64]")],
+             b_range=(-64, 64)),
+        _dot("x86.dot_16x4_u8s7", 16, 4, "uint8", "int8", "int32",
+             [*_vnni(512), _maddubs(512, "weights in [-64, 64]")], b_range=(-64, 64)),
         _dot("x86.dot_8x4_u8s8", 8, 4, "uint8", "int8", "int32", [
             *_vnni(256),
             Emitter("c", ("avx2",), _u8s8_widened(256), "avx2", ("vpmaddwd",),

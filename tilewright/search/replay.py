@@ -90,7 +90,9 @@ def schedule_from_trace(outputs, text: str):
                                 f"merge gives {got or 'no merge'}; it cannot be replayed")
         s = create_schedule(merged.outputs)
         s.views, s.view_originals = dict(merged.views), merged.originals
-    return Trace(steps).apply_to(s)  # a step that does not fit is a ScheduleError naming it
+    from ..intrin import get as intrinsic
+
+    return Trace(steps).apply_to(s, intrinsic)  # a step that does not fit is a ScheduleError naming it
 
 
 __all__ = ["schedule_from_trace", "trace_of"]
