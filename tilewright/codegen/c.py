@@ -15,9 +15,9 @@ from .heap import ALLOC_LARGE, HUGE_PAGES, LARGE_BYTES, workspaces
 from .intrinsic_calls import render_intrinsic_call
 from .strided import (
     SHUFFLE_MACRO,
+    integer_cast_helper,
     interleave_helper,
     interleaved_run,
-    narrowing_helper,
     scatter_helper,
     strided_load_helper,
 )
@@ -202,13 +202,10 @@ class CCodeGen(CRenderer):
             return f"tw_round_f32({self.expr(e.value)})"
         if e.dtype.lanes == 1:
             return super().expr_Cast(e)
-        src, dst = e.value.dtype, e.dtype
-        if src.is_int and dst.is_int and src.bits > dst.bits:  # GCC 12 scalarizes convertvector here
-            ratio = src.bits // dst.bits
-            name, definition = narrowing_helper(src.lanes, ratio, self.vector_type(src), self.vector_type(dst),
-                                                self.vector_type(dst.with_lanes(src.lanes * ratio)))
-            self.helpers.setdefault(name, definition)
-            return f"{name}({self.expr(e.value)})"
+        found = integer_cast_helper(e.value.dtype, e.dtype, self.vector_type)
+        if found is not None:
+            self.helpers.setdefault(*found)
+            return f"{found[0]}({self.expr(e.value)})"
         return f"__builtin_convertvector({self.expr(e.value)}, {self.vector_type(e.dtype)})"
 
     def expr_Call(self, e: Call) -> str:

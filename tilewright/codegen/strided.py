@@ -155,6 +155,46 @@ def narrowing_helper(lanes: int, ratio: int, src_t: str, dst_t: str, wide_t: str
     return name, f"static inline {dst_t} {name}({src_t} v) {{\n{body}}}"
 
 
+# x86 zero/sign extensions by (source dtype, destination bits, lanes): (ISA macro, intrinsic, the load of the
+# source vector's bytes into an __m128i)
+_WIDENINGS = {
+    ("uint8", 32, 8): ("__AVX2__", "_mm256_cvtepu8_epi32", "_mm_loadl_epi64"),
+    ("int8", 32, 8): ("__AVX2__", "_mm256_cvtepi8_epi32", "_mm_loadl_epi64"),
+    ("uint8", 16, 16): ("__AVX2__", "_mm256_cvtepu8_epi16", "_mm_loadu_si128"),
+    ("int8", 16, 16): ("__AVX2__", "_mm256_cvtepi8_epi16", "_mm_loadu_si128"),
+    ("int16", 32, 8): ("__AVX2__", "_mm256_cvtepi16_epi32", "_mm_loadu_si128"),
+    ("uint16", 32, 8): ("__AVX2__", "_mm256_cvtepu16_epi32", "_mm_loadu_si128"),
+    ("uint8", 32, 16): ("__AVX512F__", "_mm512_cvtepu8_epi32", "_mm_loadu_si128"),
+    ("int8", 32, 16): ("__AVX512F__", "_mm512_cvtepi8_epi32", "_mm_loadu_si128"),
+}
+
+
+def widening_helper(src: str, dst_bits: int, lanes: int, src_t: str, dst_t: str) -> tuple[str, str] | None:
+    """(name, definition) of an integer vector zero- or sign-extended with one x86 instruction
+    (vpmovzxbd, ...) where -march enables it, else as C converts: GCC 12 turns __builtin_convertvector
+    from uint8 x 8 to int32 x 8 into a byte extract and insert per lane (a residual int8 epilogue
+    spent more there than its convolution took). None where no instruction applies."""
+    entry = _WIDENINGS.get((src, dst_bits, lanes))
+    if entry is None:
+        return None
+    isa, op, load = entry
+    name = f"tw_widen_{src_t[3:]}_{dst_t[3:]}"
+    body = (f"#if defined({isa})\n  return ({dst_t}){op}({load}((const __m128i *)&v));\n#else\n"
+            f"  return __builtin_convertvector(v, {dst_t});\n#endif\n")
+    return name, f"#include <immintrin.h>\nstatic inline {dst_t} {name}({src_t} v) {{\n{body}}}"
+
+
+def integer_cast_helper(src, dst, vector_type) -> tuple[str, str] | None:
+    """(name, definition) of a vector integer cast GCC 12 would scalarize, or None: narrowing picks the low
+    part of each lane, widening uses vpmovzx/vpmovsx (`vector_type(dtype)`: the C type of a vector dtype)."""
+    if not (src.is_int and dst.is_int) or src.bits == dst.bits:
+        return None
+    if src.bits > dst.bits:
+        return narrowing_helper(src.lanes, src.bits // dst.bits, vector_type(src), vector_type(dst),
+                                vector_type(dst.with_lanes(src.lanes * (src.bits // dst.bits))))
+    return widening_helper(src.name, dst.bits, src.lanes, vector_type(src), vector_type(dst))
+
+
 def interleave_helper(k: int, lanes: int, vector_t: str, wide_t: str, pair_t: str) -> tuple[str, str]:
     """(name, definition) of the `k`-way interleave of `k` vectors of `lanes` lanes into one of k x lanes
     (element l * k + j is lane l of vector j): `k` scatters at stride k to offsets 0 .. k-1 become one

@@ -52,6 +52,8 @@ def const_bounds(e: Expr, ranges: Ranges) -> tuple[int, int] | None:
     if not isinstance(e, Binary) or not e.dtype.is_int:
         return None
     a, b = const_bounds(e.a, ranges), const_bounds(e.b, ranges)
+    if e.op in (BinOp.MIN, BinOp.MAX) and (a is None) != (b is None):  # a clamp of an unknown (requantize's)
+        a, b = a or e.a.dtype.int_range, b or e.b.dtype.int_range
     if a is None or b is None:
         if e.op is BinOp.FLOORMOD and b is not None and b[0] > 0:
             return (0, b[1] - 1)
@@ -292,6 +294,12 @@ def simplify_node(e: Expr, ranges: Ranges) -> Expr:
         lo, hi = e.dtype.int_range
         if lo <= e.value.value <= hi:
             return Const(int(e.value.value), e.dtype)
+    if isinstance(e, Cast) and isinstance(e.value, Cast) and e.dtype == e.value.value.dtype and e.dtype.is_int \
+            and e.value.dtype.is_int:  # widened back after a narrowing that lost nothing (uint8 then int32)
+        bounds = const_bounds(e.value.value, ranges)
+        lo, hi = e.value.dtype.int_range
+        if bounds is not None and lo <= bounds[0] and bounds[1] <= hi:
+            return e.value.value
     return e
 
 
