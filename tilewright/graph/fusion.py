@@ -10,7 +10,11 @@ by this node only and is not a graph output:
   injective group;
 - any injective op (reshape, permute, pad, concat too) joins an injective group;
 - a reduction joins an injective group (the chain feeds the reduction);
-- a complex op always starts a group.
+- a complex op always starts a group;
+- a `dequantize` of an activation whose one reader is elementwise or a reduction
+  joins that reader's group as a prologue where the activation has other readers
+  or the reader joins a later input's chain (reading uint8 there moves a quarter
+  of the bytes of a float32 temporary).
 A group is therefore a chain: everything but its last value is read inside it
 only, which keeps the groups acyclic. Constants are never members (they are
 group inputs). A group of reshapes only is a view (`Group.is_view`), and so is a
@@ -74,6 +78,21 @@ def _name(index: int, nodes: list[Node]) -> str:
     return f"g{index}_" + "_".join(ops[:4]) + ("_etc" if len(ops) > 4 else "")
 
 
+def _is_prologue(graph: Graph, node: Node, outputs: set[str], position: dict[str, int]) -> bool:
+    """A dequantize read as uint8 by its reader's group rather than written as float32 by its writer's:
+    where its input has other readers, or where the reader (a residual add) will join the chain of a
+    later input anyway."""
+    if node.op != "dequantize" or graph.is_constant(node.inputs[0]) or node.outputs[0] in outputs:
+        return False
+    readers = graph.consumers(node.outputs[0])
+    if len(readers) != 1 or readers[0].op == "dequantize" or not (
+            is_elementwise(readers[0]) or OPS[readers[0].op].pattern == Pattern.REDUCTION):
+        return False
+    reader, mine = readers[0], position[node.outputs[0]]
+    return len(graph.consumers(node.inputs[0])) > 1 or (is_elementwise(reader) and any(
+        position.get(v, -1) > mine and not graph.is_constant(v) for v in reader.inputs))
+
+
 def fuse(graph: Graph) -> Partition:
     """The partition of `graph` (zero pads first folded into the convolutions
     that read them, dead nodes dropped, types inferred if missing) into fused
@@ -86,8 +105,12 @@ def fuse(graph: Graph) -> Partition:
     chain_of: dict[str, _Chain] = {}  # value -> the chain whose last value it is
     chains: list[_Chain] = []
     position = {v: i for i, n in enumerate(graph.nodes) for v in n.outputs}
+    prologue: dict[str, Node] = {}  # value -> the dequantize writing it, waiting for its reader's group
     for node in graph.nodes:
         if node.op == "constant":
+            continue
+        if _is_prologue(graph, node, outputs, position):
+            prologue[node.outputs[0]] = node
             continue
         best, best_key = None, None
         view = is_view_node(graph, node)
@@ -104,6 +127,9 @@ def fuse(graph: Graph) -> Partition:
             chains.append(best)
         else:
             best.add(node)
+        for v in dict.fromkeys(node.inputs):
+            if v in prologue:
+                best.nodes.insert(best.nodes.index(node), prologue.pop(v))
         for v in node.outputs:
             chain_of[v] = best
     order = {id(n): i for i, n in enumerate(graph.nodes)}

@@ -16,6 +16,7 @@ from ..ops import winograd
 from .blocked import block_of, blocked_shape, unblocked_shape
 from .ir import Graph, Node, TensorType
 from .opset import spec
+from .quantized_ops import TYPES as QUANTIZED_TYPES
 
 # Attributes any op may carry besides its spec's (the layout pass writes `layout`).
 _COMMON_ATTRS = ("layout",)
@@ -360,12 +361,12 @@ _RULES = {
     "conv2d": _conv2d, "dense": _dense, "matmul": _matmul, "batch_norm": _batch_norm, "layer_norm": _layer_norm,
     "softmax": _softmax, "max_pool2d": _pool, "avg_pool2d": _pool, "mean": _mean, "reshape": _reshape,
     "permute": _permute, "pad": _pad, "concat": _concat, "slice": _slice, "layout_transform": _layout_transform,
-    "winograd_input": _winograd_input, "winograd_output": _winograd_output,
+    "winograd_input": _winograd_input, "winograd_output": _winograd_output, **QUANTIZED_TYPES,
 }
 
 
 # Ops that read and write packed NCHW{b}c data when their `layout` attribute says so.
-_LAYOUT_OPS = ("conv2d", "max_pool2d", "avg_pool2d")
+_LAYOUT_OPS = ("conv2d", "qconv2d", "max_pool2d", "avg_pool2d")
 
 
 def infer_node(node: Node, ins: list[TensorType]) -> list[TensorType]:

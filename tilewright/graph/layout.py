@@ -165,6 +165,13 @@ def convert_layout(graph: Graph, block: int, pick: Policy = every_conv, narrow: 
         if node.op == "constant":
             nodes.append(node)
             continue
+        if node.op == "qconv2d" and pick(graph, node, block) and _pack_qconv(
+                graph, node, block, packed_block(ins[0]), (plain, as_packed, add_constant, write_packed), nodes, fresh):
+            continue
+        if node.op in _QUANTIZE_OPS and packed_block(ins[0]) and _scalar_params(graph, node):
+            b = packed_block(ins[0])
+            write_packed(node, (as_packed(ins[0], b), *ins[1:]), b)
+            continue
         in_block, out_block = _conv_blocks(graph, node, blocks, packed_block(ins[0])) if node.op == "conv2d" \
             else (0, 0)
         if in_block and pick(graph, node, out_block):
@@ -186,8 +193,44 @@ def convert_layout(graph: Graph, block: int, pick: Policy = every_conv, narrow: 
     return infer_types(graph.replace(nodes=nodes, constants=constants, types=dict(graph.types)))
 
 
+_QUANTIZE_OPS = ("quantize", "dequantize")
+
+
+def _scalar_params(graph: Graph, node: Node) -> bool:
+    return len(graph.type_of(node.inputs[0]).shape) == 4 and all(graph.type_of(v).size == 1 for v in node.inputs[1:])
+
+
+def _pack_qconv(graph: Graph, node: Node, block: int, have: int, writers, nodes, fresh) -> bool:
+    """`node` (a qconv2d) written on NCHW{block}c output with its input in NCHW{ib}c, ib the block it already
+    has or `block` where those split its channels, else 4 (channels zero-padded to a multiple of 4); False
+    where it stays NCHW (non-constant weights, groups, output channels `block` does not split)."""
+    from .quantized_ops import pack_qconv_weight
+
+    plain, as_packed, add_constant, write_packed = writers
+    x, w = graph.type_of(node.inputs[0]), graph.type_of(node.inputs[1])
+    if not graph.is_constant(node.inputs[1]) or int(node.attr("groups", 1)) != 1 or block % 4 or w.shape[0] % block \
+            or len(x.shape) != 4:
+        return False
+    c = x.shape[1]
+    ib = next(b for b in (have, block, 4) if b and b % 4 == 0 and (c % b == 0 or b == 4))
+    if c % ib:  # pad the channels of the NCHW input to a multiple of 4 (the weights' padding is zero)
+        src = fresh(f"{node.inputs[0]}_c{-(-c // 4) * 4}")
+        pads = (0, 0, 0, 0, 0, -(-c // 4) * 4 - c, 0, 0)
+        nodes.append(Node("pad", (plain(node.inputs[0]),), (src,), {"pads": pads, "value": 0.0}, name=src))
+        xin = fresh(f"{src}_nchw{ib}c")
+        nodes.append(Node("layout_transform", (src,), (xin,), {"src": "NCHW", "dst": blocked.blocked(ib)}, name=xin))
+    else:
+        xin = as_packed(node.inputs[0], ib)
+    wp = add_constant(f"{node.inputs[1]}_packed", pack_qconv_weight(graph.constants[node.inputs[1]], ib, block))
+    params = [add_constant(f"{v}_nchw{block}c", graph.constants[v].reshape(-1, block)) for v in node.inputs[2:]]
+    write_packed(node, (xin, wp, *params), block, {**node.attrs, "layout": blocked.blocked(block)})
+    return True
+
+
 def _keeps_packed(graph: Graph, node: Node) -> bool:
     """Whether `node`, one of whose inputs is packed, can read and write packed data."""
+    if node.op in _QUANTIZE_OPS:
+        return False
     x = graph.type_of(node.inputs[0])
     if node.op in _PACKED_READERS:
         return len(x.shape) == 4 and (node.op == "max_pool2d" or node.attr("count_include_pad", True)

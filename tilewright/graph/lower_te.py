@@ -19,7 +19,7 @@ from ..te import min as te_min
 from ..te import pow as te_pow
 from ..te import sum as te_sum
 from ..te.tensor import Tensor
-from . import winograd_ops
+from . import quantized_ops, winograd_ops
 from .infer import slice_shape
 from .ir import Graph, Node
 from .partition import Group
@@ -69,7 +69,7 @@ def group_program(graph: Graph, group: Group) -> GroupProgram:
     env: dict[str, Tensor] = {}
     for v in group.inputs:
         t = graph.type_of(v)
-        env[v] = placeholder(t.shape, t.dtype, name=names(v))
+        env[v] = placeholder(t.shape, t.dtype, name=names(v), value_range=_constant_range(graph, v))
     for node in group.nodes:
         fn = _LOWER.get(node.op)
         if fn is None:
@@ -90,6 +90,15 @@ def group_program(graph: Graph, group: Group) -> GroupProgram:
         outs.append(t)
     return GroupProgram(sanitize(group.name), tuple(env[v] for v in group.inputs) + tuple(outs),
                         tuple(group.inputs), tuple(group.outputs))
+
+
+def _constant_range(graph: Graph, value: str) -> tuple[int, int] | None:
+    """The values an integer constant holds: what lets an intrinsic exact only on a range (vpmaddubsw
+    on weights quantized to 7 bits) embed; constants are fixed when the module is built."""
+    arr = graph.constants.get(value)
+    if arr is None or arr.size == 0 or arr.dtype.kind not in "iu":
+        return None
+    return int(arr.min()), int(arr.max())
 
 
 # --- one function per op: (node, input tensors, output name) -> tensor ---
@@ -234,7 +243,8 @@ def _concat(node: Node, a: list[Tensor], name: str) -> Tensor:
 
 def _pad(node: Node, a: list[Tensor], name: str) -> Tensor:
     pads, n = node.attr("pads"), a[0].ndim
-    return pad_axes(a[0], list(pads[:n]), list(pads[n:]), float(node.attr("value", 0.0)), name=name)
+    value = float(node.attr("value", 0.0))
+    return pad_axes(a[0], list(pads[:n]), list(pads[n:]), int(value) if a[0].dtype.is_int else value, name=name)
 
 
 def _slice(node: Node, a: list[Tensor], name: str) -> Tensor:
@@ -290,6 +300,7 @@ _LOWER = {
     "slice": _slice,
     "layout_transform": lambda n, a, name: ops.layout_transform(a[0], n.attr("src"), n.attr("dst"), name=name),
     **winograd_ops.LOWER,
+    **quantized_ops.LOWER,
 }
 
 LOWERED_OPS = frozenset(_LOWER)

@@ -77,6 +77,21 @@ _SPECS = [
            "(graph/winograd.py writes it)"),
     OpSpec("winograd_output", ("m", "bias?"), {"shape": None}, Pattern.COMPLEX,
            "M[36, N * tiles, O] -> the NCHW{b}c output `shape`: A^T M A per 4x4 tile, plus bias"),
+    OpSpec("quantize", ("x", "scale", "zero_point"), {"axis": 1}, Pattern.INJECTIVE,
+           "ONNX QuantizeLinear: saturate(round_half_even(x / scale) + zero_point) in zero_point's dtype; scale "
+           "and zero_point scalars or per `axis`"),
+    OpSpec("dequantize", ("x", "scale", "zero_point"), {"axis": 1}, Pattern.INJECTIVE,
+           "ONNX DequantizeLinear: float32(x - zero_point) * scale"),
+    OpSpec("qconv2d", ("x", "weight", "multiplier", "bias?"),
+           {"stride": (1, 1), "padding": (0, 0, 0, 0), "dilation": (1, 1), "groups": 1, "pad_value": 0,
+            "zero_point": 0, "relu": False, "out_dtype": "uint8"}, Pattern.COMPLEX,
+           "int8 conv: acc = sum(x * weight) in int32 over x padded with pad_value, + bias[o]; out = "
+           "saturate(round_half_even(float32(acc) * multiplier[o]) + zero_point), at least zero_point with relu "
+           "(graph/quantized_ops.py)"),
+    OpSpec("qdense", ("x", "weight", "multiplier", "bias?"),
+           {"zero_point": 0, "relu": False, "out_dtype": "uint8"}, Pattern.COMPLEX,
+           "int8 dense: acc[..., n] = sum_k x[..., k] * W[n, k] in int32, + bias[n], requantized as qconv2d; the "
+           "weight stored [N/8, K/4, 8, 4] (graph/quantized_ops.py)"),
     OpSpec("layout_transform", ("x",), {"src": None, "dst": None}, Pattern.INJECTIVE,
            "re-pack between 'NCHW' and 'NCHW{b}c' (graph/layout.py inserts these)"),
     *(OpSpec(n, ("x",), {}, Pattern.INJECTIVE, d) for n, d in _UNARY.items()),

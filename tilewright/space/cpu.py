@@ -195,8 +195,7 @@ def apply_cpu(outputs, plan: CpuPlan, point: Point) -> Schedule:
     """The schedule of `point` for the plan's program (`outputs`, or the plan's rewrite of it)."""
     if isinstance(plan, TensorizedPlan):
         s = apply_tensorized(plan, point)
-        for p in plan.base.producers:  # padding copies: whole, before the tiles, on every core
-            _parallel_root(s[p.tensor], plan.base.cores, plan.base.lanes)
+        _side_stages(s, plan.base)
         return s
     s = create_schedule(list(plan.outputs))
     if plan.merged is not None:
@@ -391,6 +390,22 @@ def _vectorize_tile(stage, tile: list, factors: list[int], lanes: int, unroll: b
     if unroll:
         for ax in inner:
             stage.unroll(ax)
+
+
+def _side_stages(s: Schedule, plan: CpuPlan) -> None:
+    """Around a tensorized tile: an elementwise stage read only by the epilogue (a residual's
+    dequantize) inlined into it, so it costs no pass of its own over a float temporary; padding
+    copies and the rest whole, before the tiles, on every core."""
+    chain = {id(n.tensor) for n in plan.inlined} | {id(plan.anchor.tensor)}
+    handled = chain | {id(plan.main.tensor)}
+    for node in plan.graph.nodes:
+        if id(node.tensor) in handled:
+            continue
+        if node.injective and node.consumers and all(id(c) in chain for c in node.consumers) \
+                and node not in plan.producers:
+            s[node.tensor].compute_inline()
+        else:
+            _parallel_root(s[node.tensor], plan.cores, plan.lanes)
 
 
 def _default_others(s: Schedule, plan: CpuPlan) -> None:

@@ -18,6 +18,7 @@ from ..infer import infer_node
 from ..ir import Node, TensorType
 from .builder import GraphBuilder, UnsupportedOpError, unsupported
 from .onnx_fold import fold, reshape_shape
+from .onnx_quantized import QUANTIZED_HANDLERS, quantized_nk
 
 OPSETS = range(13, 22)
 _UNARY = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Sqrt": "sqrt", "Erf": "erf", "Exp": "exp",
@@ -40,6 +41,7 @@ class _Importer:
         self.b = GraphBuilder(name or self.g.name or "onnx")
         self.env: dict[str, str] = {}  # ONNX value -> graph value
         self.known: dict[str, np.ndarray] = {n.name: numpy_helper.to_array(n) for n in self.g.initializer}
+        self.quantized: dict[str, tuple] = {}  # DequantizeLinear output -> (its constant integers, params, axis)
         self.onnx_types: dict[str, TensorType] = {}
         for vi in [*self.g.input, *self.g.value_info, *self.g.output]:
             t = self._tensor_type(vi)
@@ -187,6 +189,8 @@ def _conv(imp, n, ins, a):
 
 def _weight_nk(imp, name, transposed: bool, scale: float = 1.0) -> str:
     """A dense weight [N, K] from B ([K, N] unless `transposed`), transposed and scaled at import when constant."""
+    if scale == 1.0 and (quantized := quantized_nk(imp, name, transposed)) is not None:
+        return quantized
     if name in imp.known:
         w = imp.known[name]
         return imp.b.constant((w if transposed else w.T) * np.float32(scale), name + ("" if transposed else "_t"))
@@ -208,8 +212,11 @@ def _gemm(imp, n, ins, a):
     late_bias = None
     if len(ins) > 2 and ins[2]:
         c = imp.known.get(ins[2])
+        q = imp.quantized.get(ins[2])
         if c is not None and c.size == n_out:
             vals.append(imp.b.constant(c.reshape(n_out) * np.float32(beta), ins[2]))
+        elif q is not None and beta == 1.0 and imp.known[q[0]].shape == (n_out,):  # a QDQ model's int32 bias
+            vals.append(imp.value(ins[2]))
         else:
             late_bias = imp.value(ins[2])
             if beta != 1.0:
@@ -222,7 +229,10 @@ def _gemm(imp, n, ins, a):
 
 def _matmul(imp, n, ins, a):
     b = imp.known.get(ins[1])
-    if b is not None and b.ndim == 2:
+    quantized = quantized_nk(imp, ins[1], transposed=False)
+    if quantized is not None:
+        imp.emit("dense", [imp.value(ins[0]), quantized], out=n.output[0])
+    elif b is not None and b.ndim == 2:
         imp.emit("dense", [imp.value(ins[0]), imp.b.constant(b.T, ins[1] + "_t")], out=n.output[0])
     else:
         imp.emit("matmul", [imp.value(ins[0]), imp.value(ins[1])], out=n.output[0])
@@ -342,6 +352,7 @@ _HANDLERS = {
     "GlobalAveragePool": lambda imp, n, ins, a: imp.emit("mean", [imp.value(ins[0])],
                                                          {"axes": (2, 3), "keepdims": True}, n.output[0]),
     "Clip": _clip, "Pad": _pad, "Concat": _concat, "Cast": _cast,
+    **QUANTIZED_HANDLERS,
     "Reshape": _reshape, "Flatten": _shape_change, "Squeeze": _shape_change, "Unsqueeze": _shape_change,
     "Transpose": _transpose, "Identity": _identity, "Dropout": _identity,
     **{k: _unary(v) for k, v in _UNARY.items()}, **{k: _binary(v) for k, v in _BINARY.items()},
