@@ -205,3 +205,26 @@ def test_qdq_dense_layers_become_qdense(rng, tmp_path, op):
     if host_runs(AVX2):
         module = tw.compile(graph, target=AVX2, records=tmp_path / "r.sqlite", progress=False)
         np.testing.assert_allclose(np.asarray(module(x)), want, rtol=1e-6, atol=0)
+
+
+def test_max_pool_between_equal_quantizations_runs_on_the_integers(rng, tmp_path):
+    inits = [_init("s", np.float32(0.1)), _init("z", np.uint8(20)), _init("s2", np.float32(0.2))]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"]),
+             helper.make_node("MaxPool", ["xd"], ["p"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+             helper.make_node("QuantizeLinear", ["p", "s", "z"], ["pq"]),
+             helper.make_node("DequantizeLinear", ["pq", "s", "z"], ["pd"]),
+             helper.make_node("MaxPool", ["pd"], ["p2"], kernel_shape=[2, 2]),  # another scale after: stays float
+             helper.make_node("QuantizeLinear", ["p2", "s2", "z"], ["out"])]
+    g = helper.make_graph(nodes, "mp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 9, 9])],
+                          [helper.make_tensor_value_info("out", TensorProto.UINT8, [1, 8, 2, 2])], inits)
+    graph = from_onnx(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
+    optimized = optimize.optimize(graph)
+    pools = [n for n in optimized.nodes if n.op == "max_pool2d"]
+    assert [optimized.type_of(n.inputs[0]).dtype for n in pools] == ["uint8", "float32"]
+    x = (rng.standard_normal((1, 8, 9, 9)) * 5).astype(np.float32)
+    before = reference.run_reference(graph, [x])[0]  # the model as written, every op in float
+    assert np.array_equal(reference.run_reference(optimized, [x])[0], before)
+    if host_runs(AVX2):
+        module = tw.compile(graph, target=AVX2, layout="NCHWc", records=tmp_path / "r.sqlite", progress=False)
+        assert np.array_equal(np.asarray(module(x)), before)

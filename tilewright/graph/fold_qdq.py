@@ -1,7 +1,8 @@
 """Quantized convolutions and dense layers from QDQ models: DequantizeLinear -> Conv (or Gemm / MatMul
 with a constant weight) -> [Relu] -> QuantizeLinear,
 the form ONNX Runtime's `quantize_static` and PyTorch's PT2E export write, becomes one `qconv2d`
-(`qdense`) that reads and writes uint8/int8 (what ONNX Runtime itself does with such a model).
+(`qdense`) that reads and writes uint8/int8 (what ONNX Runtime itself does with such a model); a max
+pool between a dequantize and a quantize of the same parameters runs on the integers.
 
 The zero points are folded ahead, on the constant weights: sum((x - xz) * (w - wz)) over a
 window of x padded with xz equals sum(x * w') - xz * sum(w') with w' = w - wz (int8 when it
@@ -124,10 +125,32 @@ class _Folder:
         self.types[v] = TensorType(arr.shape, arr.dtype.name)
         return Node("constant", (), (v,))
 
+    def same_params(self, dq: Node, q: Node) -> bool:
+        pairs = [(self.const(a), self.const(b)) for a, b in zip(dq.inputs[1:], q.inputs[1:])]
+        return all(a is not None and b is not None and a.size == 1 and b.size == 1 and a.dtype == b.dtype
+                   and a.reshape(()) == b.reshape(()) for a, b in pairs)
+
+    def integer_max_pool(self, pool: Node):
+        """dequantize -> max_pool2d -> quantize with the same parameters: the pool on the integers (dequantize
+        is increasing and quantize undoes it exactly), so the integer data is never widened."""
+        dq = self.g.producer(pool.inputs[0])
+        if dq is None or dq.op != "dequantize" or len(self.g.consumers(dq.outputs[0])) != 1 \
+                or dq.outputs[0] in self.g.outputs:
+            return None
+        q = self.sole_consumer(pool.outputs[0], "quantize")
+        if q is None or not self.same_params(dq, q) or float(self.const(dq.inputs[1]).reshape(())) <= 0:
+            return None
+        return pool.replace(inputs=(dq.inputs[0],), outputs=q.outputs), q
+
     def run(self) -> Graph:
         nodes, dropped = [], set()
         for node in self.g.nodes:
             if id(node) in dropped:
+                continue
+            pooled = self.integer_max_pool(node) if node.op == "max_pool2d" else None
+            if pooled is not None:
+                nodes.append(pooled[0])
+                dropped.add(id(pooled[1]))
                 continue
             found = self.match(node) if node.op in ("conv2d", "dense") else None
             if found is None:

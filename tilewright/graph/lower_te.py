@@ -148,7 +148,8 @@ def _pool(node: Node, a: list[Tensor], name: str) -> Tensor:
                              f"is not lowered on packed data; keep this node NCHW")
         return _avg_pool_uneven(x, (top, left, bottom, right), kernel, stride, ceil_mode, name)
     if (top, left) != (bottom, right):
-        x = pad_axes(x, [0, 0, top, left, *tail], [0, 0, bottom, right, *tail], -math.inf if is_max else 0.0,
+        low = x.dtype.int_range[0] if x.dtype.is_int else -math.inf
+        x = pad_axes(x, [0, 0, top, left, *tail], [0, 0, bottom, right, *tail], low if is_max else 0.0,
                      name=f"{name}_apad")
         top = left = 0
     if is_max:

@@ -89,7 +89,8 @@ def _pool_geometry(x, attrs):
 
 def max_pool2d(x, attrs):
     (kh, kw), s, d, (pt, pl, _, _), (eb, er), (oh, ow) = _pool_geometry(x, attrs)
-    xp = np.pad(x, ((0, 0), (0, 0), (pt, eb), (pl, er)), constant_values=-np.inf)
+    low = np.iinfo(x.dtype).min if x.dtype.kind in "iu" else -np.inf
+    xp = np.pad(x, ((0, 0), (0, 0), (pt, eb), (pl, er)), constant_values=low)
     return np.ascontiguousarray(_windows(xp, oh, ow, kh, kw, s, d).max(axis=(4, 5)))
 
 
