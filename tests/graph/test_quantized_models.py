@@ -228,3 +228,21 @@ def test_max_pool_between_equal_quantizations_runs_on_the_integers(rng, tmp_path
     if host_runs(AVX2):
         module = tw.compile(graph, target=AVX2, layout="NCHWc", records=tmp_path / "r.sqlite", progress=False)
         assert np.array_equal(np.asarray(module(x)), before)
+
+
+def test_qlinear_matmul_imports_as_qdense(rng):
+    k, n = 8, 16
+    b = rng.integers(-128, 128, (k, n)).astype(np.int8)
+    inits = [_init("sa", np.float32(0.02)), _init("za", np.uint8(100)), _init("b", b),
+             _init("sb", np.full(n, 0.01, np.float32)), _init("zb", np.zeros(n, np.int8)),
+             _init("sy", np.float32(0.05)), _init("zy", np.uint8(7))]
+    node = helper.make_node("QLinearMatMul", ["a", "sa", "za", "b", "sb", "zb", "sy", "zy"], ["y"])
+    g = helper.make_graph([node], "qm", [helper.make_tensor_value_info("a", TensorProto.UINT8, [3, k])],
+                          [helper.make_tensor_value_info("y", TensorProto.UINT8, [3, n])], inits)
+    graph = from_onnx(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
+    assert [m.op for m in graph.nodes if m.op != "constant"] == ["qdense"]
+    a = rng.integers(0, 256, (3, k)).astype(np.uint8)
+    acc = (a.astype(np.int64) - 100) @ b.astype(np.int64)
+    mult = np.float32(np.float32(0.02) * np.float32(0.01)) / np.float32(0.05)
+    want = np.clip(np.rint(acc.astype(np.float32) * mult) + 7, 0, 255)
+    assert np.array_equal(reference.run_reference(graph, [a])[0], want)

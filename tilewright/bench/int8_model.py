@@ -6,7 +6,8 @@ The float model is exported to ONNX and quantized by ONNX Runtime's own `quantiz
 7 bits, ONNX Runtime's documented remedy for the `vpmaddubsw` saturation of its u8 x s8 path on
 AVX2 / AVX-512 hosts. Both sides run that file: ONNX Runtime with every graph optimization
 (it fuses the QDQ pairs into QLinearConv), tilewright through `from_onnx` and `tw.compile`.
-ONNX Runtime fp32 on the float model is timed too, for the int8 speedup.
+ONNX Runtime fp32 and tilewright fp32 (default schedules, NCHWc, Winograd on) on the float model are
+timed too, for the int8 speedup.
 
 Checks before any time counts: our output bit-exact against our reference evaluator of the
 same graph, and how many output elements lie within one quantization step of ONNX Runtime's.
@@ -84,6 +85,12 @@ def run(model_name: str, trials: int, threads: int, rounds: int, reduced: bool, 
             raise AssertionError(f"{model_name} int8: our output differs from the reference evaluator by up to "
                                  f"{np.abs(ours - want).max()}")
         theirs = ort_q.run(None, {input_name: x})[0]
+        fp32_module = tw.compile(from_onnx(fp32, name=model_name), trials=0, layout="NCHWc", progress=False,
+                                 records=records or Path(tmp) / "records.sqlite")
+        f_ours, f_ort = np.asarray(fp32_module(x)), ort_f.run(None, {input_name: x})[0]
+        if np.abs(f_ours - f_ort).max() > 1e-4 * np.abs(f_ort).max():
+            raise AssertionError(f"{model_name} fp32: our output differs from ONNX Runtime's by "
+                                 f"{np.abs(f_ours - f_ort).max()} (largest output {np.abs(f_ort).max()})")
         kinds = {n.op: 0 for n in optimize.optimize(graph).nodes}
         for n in optimize.optimize(graph).nodes:
             kinds[n.op] += 1
@@ -93,6 +100,7 @@ def run(model_name: str, trials: int, threads: int, rounds: int, reduced: bool, 
             "tilewright int8": lambda: median_seconds(lambda: module(x)),
             "ORT int8 (QDQ)": lambda: median_seconds(lambda: ort_q.run(None, {input_name: x})),
             "ORT fp32": lambda: median_seconds(lambda: ort_f.run(None, {input_name: x})),
+            "tilewright fp32 (defaults)": lambda: median_seconds(lambda: fp32_module(x)),
         }
         times = alternating_medians(sides, rounds)
     return {"model": model_name, "reduced": reduced, "reduce_range": reduce_range, "trials": trials,

@@ -1,5 +1,6 @@
 """The ONNX frontend's quantized operators: QuantizeLinear and DequantizeLinear (per tensor or per
-axis) become the graph's `quantize` / `dequantize`, QLinearConv a `qconv2d`; a DequantizeLinear of
+axis) become the graph's `quantize` / `dequantize`, QLinearConv a `qconv2d`, QLinearMatMul with a
+constant B a `qdense`; a DequantizeLinear of
 constant integers feeding Gemm/MatMul is transposed on its integers (`quantized_nk`), so
 `graph/fold_qdq.py` sees the QDQ pattern it folds into `qdense`."""
 
@@ -77,7 +78,25 @@ def _qlinear_conv(imp, n, ins, a):
              n.output[0])
 
 
+def _qlinear_matmul(imp, n, ins, a):
+    """QLinearMatMul with a constant 2-D B [K, N] (per tensor or per column): one `qdense`."""
+    from ..fold_qdq import qconv_params
+    from ..quantized_ops import DENSE_BLOCK, pack_dense_weight
+
+    b = imp.const(ins[3], "B (only a constant weight is supported)")
+    if b.ndim != 2 or b.shape[1] % DENSE_BLOCK or b.shape[0] % 4:
+        raise imp.fail(f"B must be 2-D [K, N] with K a multiple of 4 and N of {DENSE_BLOCK}, got {list(b.shape)}")
+    x_zero, y_zero = _zero_point(imp, ins, 2, np.uint8), _zero_point(imp, ins, 7, np.uint8)
+    weight, mult, bias, _ = qconv_params(imp.const(ins[1], "a_scale"), x_zero, np.ascontiguousarray(b.T),
+                                         imp.const(ins[4], "b_scale"), _zero_point(imp, ins, 5, b.dtype),
+                                         imp.const(ins[6], "y_scale"), None,
+                                         f"from_onnx: QLinearMatMul '{n.name or n.output[0]}'")
+    vals = [imp.value(ins[0]), imp.b.constant(pack_dense_weight(weight), ins[3] + "_q"),
+            imp.b.constant(mult, n.output[0] + "_mult"), imp.b.constant(bias, n.output[0] + "_bias")]
+    imp.emit("qdense", vals, {"zero_point": int(y_zero), "out_dtype": y_zero.dtype.name}, n.output[0])
+
+
 QUANTIZED_HANDLERS = {"QuantizeLinear": _quantize_linear, "DequantizeLinear": _dequantize_linear,
-                      "QLinearConv": _qlinear_conv}
+                      "QLinearConv": _qlinear_conv, "QLinearMatMul": _qlinear_matmul}
 
 __all__ = ["QUANTIZED_HANDLERS", "quantized_nk"]
