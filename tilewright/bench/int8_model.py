@@ -144,7 +144,7 @@ def main(argv=None) -> int:
     p.add_argument("--reduced", action="store_true", help="the model's small test configuration")
     p.add_argument("--full-range", action="store_true", help="8-bit weights (ONNX Runtime saturates on AVX2)")
     p.add_argument("--calibration", type=int, default=4)
-    p.add_argument("--layout", default="NCHW")
+    p.add_argument("--layout", default="NCHWc", help="compile's layout (NCHW leaves int8 convs plain and slow)")
     p.add_argument("--records", type=Path)
     p.add_argument("--out", type=Path)
     a = p.parse_args(argv)
