@@ -22,6 +22,7 @@ import importlib
 import json
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -80,7 +81,8 @@ def run(model_name: str, trials: int, threads: int, rounds: int, reduced: bool, 
                             records=records or Path(tmp) / "records.sqlite")
         compile_s = time.perf_counter() - start
         ours = np.asarray(module(x))
-        want = reference.run_reference(optimize.optimize(graph), [x])[0]
+        optimized = optimize.optimize(graph)
+        want = reference.run_reference(optimized, [x])[0]
         if not np.array_equal(ours, want):
             raise AssertionError(f"{model_name} int8: our output differs from the reference evaluator by up to "
                                  f"{np.abs(ours - want).max()}")
@@ -91,9 +93,7 @@ def run(model_name: str, trials: int, threads: int, rounds: int, reduced: bool, 
         if np.abs(f_ours - f_ort).max() > 1e-4 * np.abs(f_ort).max():
             raise AssertionError(f"{model_name} fp32: our output differs from ONNX Runtime's by "
                                  f"{np.abs(f_ours - f_ort).max()} (largest output {np.abs(f_ort).max()})")
-        kinds = {n.op: 0 for n in optimize.optimize(graph).nodes}
-        for n in optimize.optimize(graph).nodes:
-            kinds[n.op] += 1
+        kinds = Counter(n.op for n in optimized.nodes)
         step = _step(qdq)
         close = float(np.mean(np.abs(ours - theirs) <= step * 1.001))
         sides = {

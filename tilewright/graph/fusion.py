@@ -85,12 +85,13 @@ def _is_prologue(graph: Graph, node: Node, outputs: set[str], position: dict[str
     if node.op != "dequantize" or graph.is_constant(node.inputs[0]) or node.outputs[0] in outputs:
         return False
     readers = graph.consumers(node.outputs[0])
-    if len(readers) != 1 or readers[0].op == "dequantize" or not (
-            is_elementwise(readers[0]) or OPS[readers[0].op].pattern == Pattern.REDUCTION):
+    if len(readers) != 1:
         return False
     reader, mine = readers[0], position[node.outputs[0]]
-    return len(graph.consumers(node.inputs[0])) > 1 or (is_elementwise(reader) and any(
-        position.get(v, -1) > mine and not graph.is_constant(v) for v in reader.inputs))
+    elementwise = is_elementwise(reader) and reader.op != "dequantize"
+    if len(graph.consumers(node.inputs[0])) > 1:
+        return elementwise or OPS[reader.op].pattern == Pattern.REDUCTION
+    return elementwise and any(position.get(v, -1) > mine and not graph.is_constant(v) for v in reader.inputs)
 
 
 def fuse(graph: Graph) -> Partition:

@@ -214,8 +214,9 @@ def _pack_qconv(graph: Graph, node: Node, block: int, have: int, writers, nodes,
     c = x.shape[1]
     ib = next(b for b in (have, block, 4) if b and b % 4 == 0 and (c % b == 0 or b == 4))
     if c % ib:  # pad the channels of the NCHW input to a multiple of 4 (the weights' padding is zero)
-        src = fresh(f"{node.inputs[0]}_c{-(-c // 4) * 4}")
-        pads = (0, 0, 0, 0, 0, -(-c // 4) * 4 - c, 0, 0)
+        padded = -(-c // 4) * 4
+        src = fresh(f"{node.inputs[0]}_c{padded}")
+        pads = (0, 0, 0, 0, 0, padded - c, 0, 0)
         nodes.append(Node("pad", (plain(node.inputs[0]),), (src,), {"pads": pads, "value": 0.0}, name=src))
         xin = fresh(f"{src}_nchw{ib}c")
         nodes.append(Node("layout_transform", (src,), (xin,), {"src": "NCHW", "dst": blocked.blocked(ib)}, name=xin))
