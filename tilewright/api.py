@@ -32,6 +32,8 @@ def build(s, args=None, target="cpu", name: str = "kernel"):
     default schedule."""
     tgt = as_target(target)
     backend = backend_for(tgt)
+    if backend.operator_compiler is not None and not isinstance(s, Schedule):
+        return backend.operator_compiler(list(s) if args is None else list(args), tgt)
     if not isinstance(s, Schedule):
         args = list(s) if args is None else list(args)
         s = best_schedule(backend, args, tgt)
@@ -49,7 +51,10 @@ def tune(tensors, target="cpu", trials: int = 200, method: str = "q", **options)
     whose packs are made once outside the timed kernel)."""
     check_options(trials=trials)  # a positive count here; 0 (re-time only) is the task scheduler's
     tgt = as_target(target)
-    return run_tuning(backend_for(tgt), tensors, tgt, trials=trials, method=method, **options)
+    backend = backend_for(tgt)
+    if backend.operator_tuner is not None:
+        return backend.operator_tuner(tensors, tgt, trials=trials, method=method, **options)
+    return run_tuning(backend, tensors, tgt, trials=trials, method=method, **options)
 
 
 __all__ = ["build", "lower", "tune"]

@@ -48,6 +48,10 @@ class Backend:
     loader: str | None = None
     fallback_schedule: Callable | None = None  # (outputs, target) -> Schedule where there is no space
     render_packed: Callable | None = None
+    # kinds whose compiler lowers whole recognised operators from their own tiling space instead of
+    # reading a te schedule (vta): (args, target) -> kernel, and (args, target, trials, **options) -> result
+    operator_compiler: Callable | None = None
+    operator_tuner: Callable | None = None
 
     def build(self, schedule, args, target: Target, name: str = "kernel"):
         """Lower, render, compile (cached) and load `schedule` as a kernel taking `args`."""
@@ -196,7 +200,24 @@ def _opencl() -> Backend:
     )
 
 
-_FACTORIES: dict[str, Callable[[], Backend]] = {"cpu": _cpu, "cuda": _cuda, "opencl": _opencl}
+def _no_schedule(kind: str):
+    def refuse(*_args, **_kwargs):
+        raise TilewrightError(f"target kind '{kind}' lowers whole operators from its own tiling space; it does not "
+                              f"read te schedules yet: call tw.build / tw.tune with the tensors "
+                              f"([data, weight, bias, output]) instead of a schedule")
+    return refuse
+
+
+def _vta() -> Backend:
+    from .search.vta_tune import build_operator, tune_operator
+
+    refuse = _no_schedule("vta")
+    return Backend(kind="vta", space=None, apply=None, default_point=None, heuristic_points=None, lower=refuse,
+                   render=refuse, compile=refuse, load=refuse, runner="", operator_compiler=build_operator,
+                   operator_tuner=tune_operator)
+
+
+_FACTORIES: dict[str, Callable[[], Backend]] = {"cpu": _cpu, "cuda": _cuda, "opencl": _opencl, "vta": _vta}
 
 
 def register_backend(kind: str, factory: Callable[[], Backend]) -> None:

@@ -3,7 +3,8 @@
 Strings: "cpu" (also "llvm", "c"), "cpu -isa=avx2"; "cuda" (the first GPU,
 or "cuda -device=N"), "cuda -arch=sm_90" (compile-only facts of that
 architecture when no GPU is present); "opencl" (the first OpenCL device,
-"opencl -platform=P -device=N")."""
+"opencl -platform=P -device=N"); "vta" (a VTA-like accelerator, run by its
+simulator), "vta -block=8x8x8 -wgt_buffer=131072" (targets/vta.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ from dataclasses import replace
 from ..errors import TilewrightError
 from .cpu import host_target
 from .target import KINDS, Target
+from .vta import OPTIONS as VTA_OPTIONS
+from .vta import parse_vta_options
 
-_OPTIONS = {"cpu": ("isa",), "cuda": ("arch", "device"), "opencl": ("platform", "device")}
+_OPTIONS = {"cpu": ("isa",), "cuda": ("arch", "device"), "opencl": ("platform", "device"), "vta": tuple(VTA_OPTIONS)}
 _ALIASES = {"llvm": "cpu", "c": "cpu"}
 
 
@@ -22,7 +25,8 @@ def _parse(text: str) -> tuple[str, dict[str, str]]:
     kind = _ALIASES.get(words[0], words[0]) if words else ""
     if kind not in KINDS:
         raise TilewrightError(f"unknown target {text!r}; available: 'cpu' (optionally 'cpu -isa=avx2'), "
-                              f"'cuda' ('cuda -arch=sm_90' to compile without a GPU), 'opencl'")
+                              f"'cuda' ('cuda -arch=sm_90' to compile without a GPU), 'opencl', "
+                              f"'vta' ('vta -block=8x8x8')")
     opts = {}
     for w in words[1:]:
         name, eq, value = w.lstrip("-").partition("=")
@@ -84,6 +88,8 @@ def as_target(target=None, isa: str | None = None) -> Target:
         t = _cuda(opts)
     elif kind == "opencl":
         t = _opencl(opts)
+    elif kind == "vta":
+        return Target(kind="vta", arch="vta", vta=parse_vta_options(opts), compiler="vta-sim")
     else:
         t = host_target()
         isa = opts.get("isa", isa)

@@ -1,5 +1,6 @@
 """`Target`: what a kernel is built for, as data. One dataclass for every
-kind (cpu, cuda, opencl): CPU facts in its own fields, a GPU's in `gpu`.
+kind (cpu, cuda, opencl, vta): CPU facts in its own fields, a GPU's in `gpu`, a
+VTA-like accelerator's configuration in `vta` (targets/vta.py).
 `Target("cpu")`, `Target("cuda")`, `Target("opencl")` detect the host or
 device; any other call (fields by keyword) builds a synthetic target, as the
 tests do. `key` is the full fingerprint records are filed under."""
@@ -10,7 +11,7 @@ from dataclasses import dataclass, field, replace
 
 from ..errors import TilewrightError
 
-KINDS = ("cpu", "cuda", "opencl")
+KINDS = ("cpu", "cuda", "opencl", "vta")
 
 # ISA levels we can force, from lowest to highest; each implies the ones before.
 ISA_FEATURES = {
@@ -59,11 +60,16 @@ class Target(metaclass=_Detecting):
     compiler: str = "cc"
     compiler_version: str = ""
     gpu: object = None  # targets.gpu.GpuFacts for cuda and opencl
+    vta: object = None  # targets.vta.VTAConfig for vta
 
     def __post_init__(self):
         if self.kind not in KINDS:
             raise TilewrightError(f"unknown target kind {self.kind!r}; valid: {', '.join(KINDS)}")
-        if self.kind != "cpu" and self.gpu is None:
+        if self.kind == "vta":
+            if self.vta is None:
+                raise TilewrightError("a vta target needs its configuration (vta=VTAConfig(...)); Target('vta') "
+                                      "builds the default one")
+        elif self.kind != "cpu" and self.gpu is None:
             raise TilewrightError(f"a {self.kind} target needs its device facts (gpu=GpuFacts(...)); "
                                   f"Target({self.kind!r}) detects them")
         for name, value in zip(("fma_units", "fma_bits", "fma_latency", "load_ports", "load_bits"),
@@ -149,6 +155,8 @@ class Target(metaclass=_Detecting):
         known), compiler; GPU: device name, architecture, driver and compiler versions."""
         if self.gpu is not None:
             return f"{self.kind}-{self.gpu.fingerprint}"
+        if self.vta is not None:
+            return self.vta.key
         feats = ",".join(sorted(self.features))
         caches = ",".join(f"L{lvl}{kind[0]}{size // 1024}K" for lvl, kind, size in sorted(self.caches))
         units = ""
@@ -180,6 +188,8 @@ class Target(metaclass=_Detecting):
     def __str__(self) -> str:
         if self.gpu is not None:
             return f"{self.kind} {self.gpu.name} ({self.gpu.arch})"
+        if self.vta is not None:
+            return f"vta: {self.vta.describe()} (simulated)"
         vec = f"{self.vector_bytes * 8}-bit vectors" if self.vector_bytes else "scalar"
         if self.vector_bytes * 8 > self.fma_bits:
             vec += f" on {self.fma_bits}-bit units"
