@@ -200,21 +200,20 @@ def _opencl() -> Backend:
     )
 
 
-def _no_schedule(kind: str):
-    def refuse(*_args, **_kwargs):
-        raise TilewrightError(f"target kind '{kind}' lowers whole operators from its own tiling space; it does not "
-                              f"read te schedules yet: call tw.build / tw.tune with the tensors "
-                              f"([data, weight, bias, output]) instead of a schedule")
-    return refuse
-
-
 def _vta() -> Backend:
+    """The accelerator: a te schedule is lowered (virtual threads interleaved, storage flat) and its
+    loop nests selected into instructions; given tensors, the blocked conv operator is lowered from
+    its own tiling space instead. Kernels run in the simulator; there is nothing to compile."""
+    from .lower.vta_program import lower_for_vta, select_program
+    from .runtime.vta_kernel import VTAFunction
     from .search.vta_tune import build_operator, tune_operator
 
-    refuse = _no_schedule("vta")
-    return Backend(kind="vta", space=None, apply=None, default_point=None, heuristic_points=None, lower=refuse,
-                   render=refuse, compile=refuse, load=refuse, runner="", operator_compiler=build_operator,
-                   operator_tuner=tune_operator)
+    return Backend(kind="vta", space=None, apply=None, default_point=None, heuristic_points=None,
+                   lower=lambda s, args, name, target: lower_for_vta(s, args, name),
+                   render=lambda func, target: select_program(func, target.vta),
+                   compile=lambda program, target, timeout=300.0: program,
+                   load=lambda func, program, artefact, target: VTAFunction(program),
+                   runner="", operator_compiler=build_operator, operator_tuner=tune_operator)
 
 
 _FACTORIES: dict[str, Callable[[], Backend]] = {"cpu": _cpu, "cuda": _cuda, "opencl": _opencl, "vta": _vta}

@@ -31,6 +31,10 @@ class Scope(enum.Enum):
     GLOBAL = "global"  # a kernel argument or a heap/stack intermediate
     LOCAL = "local"  # small, private to one iteration (one GPU thread): registers when possible
     SHARED = "shared"  # GPU: one copy per thread block (CUDA __shared__, OpenCL __local)
+    # the on-chip buffers of a VTA-like accelerator (targets/vta.py): input, weight, accumulator
+    VTA_INP = "vta.inp"
+    VTA_WGT = "vta.wgt"
+    VTA_ACC = "vta.acc"
 
 
 @dataclass(frozen=True, eq=False)

@@ -149,7 +149,7 @@ def _capacity(name: str, elems: int, elem_bytes: int, depth: int, t: VTATiling) 
                             f"({(elems - depth) * elem_bytes} bytes over); use smaller tiles or fewer vthreads")
 
 
-def _compress(loops, widths) -> tuple[list[Uop], dict]:
+def compress_uops(loops, widths) -> tuple[list[Uop], dict]:
     """Two of `loops` (name, extent, (dst, src, wgt) coefficients) become the instruction's
     iter_out / iter_in (the longest two whose factors fit their fields), the rest micro-ops."""
     fits = lambda lp: lp[1] <= ITER_MAX and all(c < (1 << w) for c, w in zip(lp[2], widths))  # noqa: E731
@@ -203,7 +203,7 @@ class _Builder:
                  ("kh", s.kernel_h, (0, self.in_w, s.kernel_w)), ("kw", s.kernel_w, (0, 1, 1)),
                  ("oh", t.tile_h, (t.tile_w, s.stride_h // self.row_step * self.in_w, 0)),
                  ("ow", t.tile_w, (1, s.stride_w, 0))]
-        uops, loop = _compress(loops, (cfg.log_acc_depth, cfg.log_inp_depth, cfg.log_wgt_depth))
+        uops, loop = compress_uops(loops, (cfg.log_acc_depth, cfg.log_inp_depth, cfg.log_wgt_depth))
         gemm = (self.add_uops([Uop(u.dst + acc0, u.src + inp0, u.wgt + wgt0) for u in uops]), loop)
         whole = dict(iter_out=t.tile_co * t.tile_h, iter_in=t.tile_w, dst_out=t.tile_w, dst_in=1)
         flat = (self.add_uops([Uop(acc0)]), whole)
@@ -353,4 +353,4 @@ def lower_conv2d(shape: ConvShape, cfg: VTAConfig, tiling: VTATiling, epilogue: 
 
 
 __all__ = ["TVM_EPILOGUE", "ConvShape", "Epilogue", "VTAProgram", "VTATiling", "blocked_shapes", "check_fits",
-           "lower_conv2d"]
+           "compress_uops", "lower_conv2d"]

@@ -16,7 +16,11 @@ thread pushed down into it:
   wrapped in an unrolled loop over the vthread values;
 - a buffer allocated inside the vthread loop and written depending on it gets
   a leading dimension of the vthread extent: one slice per virtual thread
-  (the register tile of a thread is vthreads x the tile of one).
+  (the register tile of a thread is vthreads x the tile of one); a tensorized
+  call writes its output operand's buffer.
+With `whole_nests` (an accelerator, whose instructions are whole loop nests:
+a DMA, a GEMM's micro-op loops), a perfect loop nest around one store or
+call is copied as a unit, so the threads interleave nest by nest.
 Without vthread loops it returns its input."""
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from dataclasses import replace
 
 from ..ir import arith
 from ..ir.expr import Const, Expr, Load, Var
-from ..ir.stmt import Allocate, Buffer, For, ForKind, IfThenElse, LetStmt, Seq, Stmt, Store, seq
+from ..ir.stmt import Allocate, Buffer, For, ForKind, IfThenElse, IntrinCall, LetStmt, Seq, Stmt, Store, seq
 from ..ir.stmt_functor import map_stmt, stmt_exprs, walk_stmt
 from ..ir.traverse import substitute, transform, walk
 
@@ -73,6 +77,8 @@ def _touched(body: Stmt, var: Var) -> set[int]:
     def collect(s: Stmt, around: list[Expr]) -> None:
         if isinstance(s, Store):
             writes.append((_deps([*around, *s.indices, s.value]), id(s.buffer)))
+        elif isinstance(s, IntrinCall):  # the last operand is the output
+            writes.append((_deps([*around, *s.operands]), id(s.operands[-1].tensor)))
         elif isinstance(s, LetStmt):
             writes.append((_deps([*around, s.value]), id(s.var)))
             collect(s.body, around)
@@ -124,9 +130,18 @@ def _expand(body: Stmt, var: Var, extent: int, touched: set[int]) -> Stmt:
     return map_stmt(body, fs, fe)
 
 
+def _is_nest(s: Stmt) -> bool:
+    """A perfect loop nest around one store or intrinsic call."""
+    if not isinstance(s, For):
+        return False
+    while isinstance(s, For):
+        s = s.body
+    return isinstance(s, (Store, IntrinCall))
+
+
 class _Injector:
-    def __init__(self, loop: For, touched: set[int]):
-        self.loop, self.touched = loop, touched
+    def __init__(self, loop: For, touched: set[int], whole_nests: bool = False):
+        self.loop, self.touched, self.whole_nests = loop, touched, whole_nests
         self.memo: dict[int, bool] = {}
 
     def own(self, s: Stmt) -> bool:
@@ -149,6 +164,8 @@ class _Injector:
             return seq(*[self.visit(c) for c in s.stmts])
         if isinstance(s, Allocate):
             return replace(s, body=self.visit(s.body))
+        if self.whole_nests and _is_nest(s):
+            return self.per_vthread(s)
         if not self.own(s):  # a loop or branch that does not itself depend on the vthread: push inside
             if isinstance(s, For):
                 return replace(s, body=self.visit(s.body))
@@ -164,17 +181,17 @@ class _Injector:
         return For(var, arith.const(0), self.loop.extent, ForKind.UNROLLED, s)
 
 
-def _inject(s: Stmt):
+def _inject(s: Stmt, whole_nests: bool = False):
     if not _is_vthread(s):
         return None
     if not isinstance(s.extent, Const):
         return replace(s, kind=ForKind.UNROLLED, thread_tag=None)
     touched = _touched(s.body, s.var)
     body = _expand(s.body, s.var, int(s.extent.value), touched)
-    return _Injector(s, touched).visit(body)
+    return _Injector(s, touched, whole_nests).visit(body)
 
 
-def lower_vthreads(stmt: Stmt) -> Stmt:
+def lower_vthreads(stmt: Stmt, whole_nests: bool = False) -> Stmt:
     if not any(_is_vthread(s) for s in walk_stmt(stmt)):
         return stmt
-    return map_stmt(map_stmt(stmt, _hoist_threads), _inject)
+    return map_stmt(map_stmt(stmt, _hoist_threads), lambda s: _inject(s, whole_nests))

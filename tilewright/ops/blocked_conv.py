@@ -51,8 +51,9 @@ def conv2d_blocked(data: Tensor, weight: Tensor, stride=1, padding=0, name: str 
 
     def body(n, o, y, x, bn, bk):
         iy, ix = y * sh + rh - ph, x * sw + rw - pw
-        inside = (iy >= 0) & (iy < h) & (ix >= 0) & (ix < w)
-        v = if_then_else(inside, data[n, rc, iy, ix, bn, ri].astype("int32"), const(0, "int32"))
+        v = data[n, rc, iy, ix, bn, ri].astype("int32")
+        if ph or pw:
+            v = if_then_else((iy >= 0) & (iy < h) & (ix >= 0) & (ix < w), v, const(0, "int32"))
         return te_sum(v * weight[o, rc, rh, rw, bk, ri].astype("int32"), axis=[rc, rh, rw, ri])
 
     return compute((nb, ob, oh, ow, b, bo), named_axes(body, ("n", "o", "h", "w", "b", "bo")), name=name,

@@ -28,7 +28,23 @@ class SimulatedTime:
         return f"{self.seconds * 1e3:.3f} ms simulated ({self.cycles:,} cycles at {self.clock_mhz:g} MHz)"
 
 
-class VTAKernel:
+class _Simulated:
+    """What the simulator counted in a kernel's last call, and the simulated time."""
+
+    cfg = None
+    _stats: VTAStats | None = None
+
+    def stats(self) -> VTAStats:
+        if self._stats is None:
+            raise ShapeError("VTA kernel: stats() needs one call first (the simulator counts what it ran)")
+        return self._stats
+
+    def time(self) -> SimulatedTime:
+        s = self.stats()
+        return SimulatedTime(s.cycles / (self.cfg.clock_mhz * 1e6), s.cycles, self.cfg.clock_mhz)
+
+
+class VTAKernel(_Simulated):
     """Runs a `lower.vta_conv.VTAProgram`: kernel(data, weight[, bias]) -> output (blocked layouts)."""
 
     def __init__(self, program, checked: bool = True):
@@ -82,15 +98,6 @@ class VTAKernel:
             return out
         return result.copy()
 
-    def stats(self) -> VTAStats:
-        if self._stats is None:
-            raise ShapeError("VTA kernel: stats() needs one call first (the simulator counts what it ran)")
-        return self._stats
-
-    def time(self) -> SimulatedTime:
-        s = self.stats()
-        return SimulatedTime(s.cycles / (self.cfg.clock_mhz * 1e6), s.cycles, self.cfg.clock_mhz)
-
 
 
 class VTAOperatorKernel:
@@ -126,4 +133,46 @@ class VTAOperatorKernel:
         return self.kernel.time()
 
 
-__all__ = ["SimulatedTime", "VTAKernel", "VTAOperatorKernel"]
+class VTAFunction(_Simulated):
+    """A te schedule compiled for the accelerator (lower/vta_select.py): called with every argument
+    in order, NumPy arrays of the declared shapes and dtypes; the arguments the program stores into
+    are filled."""
+
+    def __init__(self, program, checked: bool = True):
+        self.program, self.cfg, self.checked = program, program.cfg, checked
+        self.insn_bytes = encode(program.insns, self.cfg)
+        self.uop_bytes = encode_uops(program.uops, self.cfg)
+        self._stats: VTAStats | None = None
+
+    @property
+    def source(self) -> str:
+        p = self.program
+        head = "; " + p.name + "(" + ", ".join(f"{n}: {d}{list(sh)}" for n, sh, d, _, _ in p.args) + ")"
+        return head + "\n" + disassemble(p.insns, p.uops, self.cfg)
+
+    @property
+    def binary(self) -> bytes:
+        return self.insn_bytes + self.uop_bytes
+
+    def __call__(self, *arrays):
+        p = self.program
+        if len(arrays) != len(p.args):
+            raise ShapeError(f"VTA kernel '{p.name}': expected {len(p.args)} arrays "
+                             f"({', '.join(a[0] for a in p.args)}), got {len(arrays)}")
+        dram = np.zeros(p.dram_bytes, np.uint8)
+        dram[p.uop_offset:p.uop_offset + len(self.uop_bytes)] = np.frombuffer(self.uop_bytes, np.uint8)
+        for a, (name, shape, dtype, off, _) in zip(arrays, p.args):
+            if not isinstance(a, np.ndarray) or a.shape != shape or a.dtype != np.dtype(dtype):
+                got = f"{a.dtype} {list(a.shape)}" if isinstance(a, np.ndarray) else type(a).__name__
+                raise ShapeError(f"VTA kernel argument '{name}': expected {dtype} {list(shape)}, got {got}")
+            dram[off:off + a.nbytes] = np.ascontiguousarray(a).view(np.uint8).reshape(-1)
+        self._stats = simulate(self.insn_bytes, dram, self.cfg, checked=self.checked)
+        for a, (name, shape, dtype, off, written) in zip(arrays, p.args):
+            if written:
+                if not a.flags.writeable:
+                    raise ShapeError(f"VTA kernel argument '{name}' is written by the program; pass a writable array")
+                a[...] = dram[off:off + a.nbytes].view(np.dtype(dtype)).reshape(shape)
+
+
+
+__all__ = ["SimulatedTime", "VTAFunction", "VTAKernel", "VTAOperatorKernel"]

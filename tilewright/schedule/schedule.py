@@ -14,7 +14,7 @@ from .relations import Split, pass_down, root_values
 from .stage import AttachKind, Stage
 from .trace import Trace
 
-_SCOPES = {"global": Scope.GLOBAL, "local": Scope.LOCAL, "shared": Scope.SHARED}
+_SCOPES = {s.value: s for s in Scope}
 
 
 def _scope(scope: str, prim: str) -> Scope:

@@ -338,11 +338,12 @@ class Stage:
 
     def set_scope(self, scope: str) -> None:
         """Storage scope of this stage's buffer: "global", "local" (registers
-        when every access is at a constant offset; one copy per GPU thread) or
-        "shared" (one copy per GPU thread block)."""
-        if scope not in ("global", "local", "shared"):
-            raise ScheduleError(f"stage '{self.name}': unknown scope {scope!r}; valid scopes are global, local, "
-                                f"shared")
+        when every access is at a constant offset; one copy per GPU thread),
+        "shared" (one copy per GPU thread block), or an accelerator's on-chip
+        buffer ("vta.inp", "vta.wgt", "vta.acc")."""
+        valid = [s.value for s in Scope]
+        if scope not in valid:
+            raise ScheduleError(f"stage '{self.name}': unknown scope {scope!r}; valid scopes are {', '.join(valid)}")
         if self.is_output and scope != "global":
             raise ScheduleError(f"stage '{self.name}' is an output; its storage is the caller's array")
         self.scope = Scope(scope)
