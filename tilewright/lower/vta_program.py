@@ -39,7 +39,7 @@ def lower_for_vta(s, args, name: str = "kernel"):
     and storage flattened, none of the CPU passes (vectorizing, unrolling, registers)."""
     func = lower(s, args, name, passes=False)
     check_bounds(func)
-    return replace(func, body=simplify_stmt(flatten(lower_vthreads(func.body, whole_nests=True))) or Seq(()))
+    return replace(func, body=simplify_stmt(flatten(lower_vthreads(func.body, coprocessor=True))) or Seq(()))
 
 
 def select_program(func, cfg: VTAConfig) -> SelectedProgram:

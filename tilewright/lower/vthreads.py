@@ -18,9 +18,13 @@ thread pushed down into it:
   a leading dimension of the vthread extent: one slice per virtual thread
   (the register tile of a thread is vthreads x the tile of one); a tensorized
   call writes its output operand's buffer.
-With `whole_nests` (an accelerator, whose instructions are whole loop nests:
-a DMA, a GEMM's micro-op loops), a perfect loop nest around one store or
-call is copied as a unit, so the threads interleave nest by nest.
+With `coprocessor` (an accelerator, whose instructions are whole loop nests:
+a DMA, a GEMM's micro-op loops; TVM's "cthread"), a perfect loop nest around
+one store or call is copied as a unit, so the threads interleave nest by
+nest (consecutive copy nests as one group: a thread's tiles arrive together, so
+its compute can start while the next thread's tiles load), and nothing allocated inside the virtual-thread loop is shared: each
+thread loads its own tiles, so one thread's loads can overlap another's
+compute instead of waiting for every thread to finish with a shared tile.
 Without vthread loops it returns its input."""
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..ir import arith
-from ..ir.expr import Const, Expr, Load, Var
+from ..ir.expr import Cast, Const, Expr, Load, Select, Var
 from ..ir.stmt import Allocate, Buffer, For, ForKind, IfThenElse, IntrinCall, LetStmt, Seq, Stmt, Store, seq
 from ..ir.stmt_functor import map_stmt, stmt_exprs, walk_stmt
 from ..ir.traverse import substitute, transform, walk
@@ -69,9 +73,10 @@ def _deps(exprs) -> set[int]:
     return out
 
 
-def _touched(body: Stmt, var: Var) -> set[int]:
+def _touched(body: Stmt, var: Var, share: bool = True) -> set[int]:
     """ids of `var` and of the let variables and buffers whose values depend on it
-    (a fixed point: a store that reads a touched buffer touches the one it writes)."""
+    (a fixed point: a store that reads a touched buffer touches the one it writes);
+    without `share`, every buffer allocated in `body` too."""
     writes: list[tuple[set[int], int]] = []
 
     def collect(s: Stmt, around: list[Expr]) -> None:
@@ -95,6 +100,8 @@ def _touched(body: Stmt, var: Var) -> set[int]:
 
     collect(body, [])
     touched = {id(var)}
+    if not share:
+        touched |= {id(s.buffer) for s in walk_stmt(body) if isinstance(s, Allocate)}
     grown = True
     while grown:
         grown = False
@@ -130,18 +137,30 @@ def _expand(body: Stmt, var: Var, extent: int, touched: set[int]) -> Stmt:
     return map_stmt(body, fs, fe)
 
 
-def _is_nest(s: Stmt) -> bool:
-    """A perfect loop nest around one store or intrinsic call."""
-    if not isinstance(s, For):
-        return False
+def _leaf(s: Stmt) -> Stmt:
     while isinstance(s, For):
         s = s.body
-    return isinstance(s, (Store, IntrinCall))
+    return s
+
+
+def _is_nest(s: Stmt) -> bool:
+    """A perfect loop nest around one store or intrinsic call."""
+    return isinstance(s, For) and isinstance(_leaf(s), (Store, IntrinCall))
+
+
+def _is_copy_nest(s: Stmt) -> bool:
+    """A nest that moves data: its store's value is a load (or a guarded load: padding)."""
+    if not _is_nest(s) or not isinstance(_leaf(s), Store):
+        return False
+    v = _leaf(s).value
+    v = v.t if isinstance(v, Select) else v
+    v = v.value if isinstance(v, Cast) else v
+    return isinstance(v, Load)
 
 
 class _Injector:
     def __init__(self, loop: For, touched: set[int], whole_nests: bool = False):
-        self.loop, self.touched, self.whole_nests = loop, touched, whole_nests
+        self.loop, self.touched, self.whole_nests = loop, touched, whole_nests  # whole_nests: a coprocessor
         self.memo: dict[int, bool] = {}
 
     def own(self, s: Stmt) -> bool:
@@ -161,6 +180,8 @@ class _Injector:
         if not self.depends(s):
             return s
         if isinstance(s, Seq):
+            if self.whole_nests:
+                return seq(*self.grouped(s.stmts))
             return seq(*[self.visit(c) for c in s.stmts])
         if isinstance(s, Allocate):
             return replace(s, body=self.visit(s.body))
@@ -173,6 +194,21 @@ class _Injector:
                 return replace(s, then=self.visit(s.then), orelse=self.visit(s.orelse) if s.orelse else None)
         return self.per_vthread(s)
 
+    def grouped(self, stmts) -> list[Stmt]:
+        """Each run of consecutive thread-dependent copy nests as one per-thread group."""
+        out: list[Stmt] = []
+        run: list[Stmt] = []
+        for c in (*stmts, None):
+            if c is not None and _is_copy_nest(c) and self.depends(c):
+                run.append(c)
+                continue
+            if run:
+                out.append(self.per_vthread(seq(*run)))
+                run = []
+            if c is not None:
+                out.append(self.visit(c))
+        return out
+
     def per_vthread(self, s: Stmt) -> Stmt:
         var, n = self.loop.var, int(self.loop.extent.value)
         if n <= MAX_COPIES and not any(isinstance(x, For) for x in walk_stmt(s)):
@@ -181,17 +217,17 @@ class _Injector:
         return For(var, arith.const(0), self.loop.extent, ForKind.UNROLLED, s)
 
 
-def _inject(s: Stmt, whole_nests: bool = False):
+def _inject(s: Stmt, coprocessor: bool = False):
     if not _is_vthread(s):
         return None
     if not isinstance(s.extent, Const):
         return replace(s, kind=ForKind.UNROLLED, thread_tag=None)
-    touched = _touched(s.body, s.var)
+    touched = _touched(s.body, s.var, share=not coprocessor)
     body = _expand(s.body, s.var, int(s.extent.value), touched)
-    return _Injector(s, touched, whole_nests).visit(body)
+    return _Injector(s, touched, coprocessor).visit(body)
 
 
-def lower_vthreads(stmt: Stmt, whole_nests: bool = False) -> Stmt:
+def lower_vthreads(stmt: Stmt, coprocessor: bool = False) -> Stmt:
     if not any(_is_vthread(s) for s in walk_stmt(stmt)):
         return stmt
-    return map_stmt(map_stmt(stmt, _hoist_threads), lambda s: _inject(s, whole_nests))
+    return map_stmt(map_stmt(stmt, _hoist_threads), lambda s: _inject(s, coprocessor))
