@@ -20,11 +20,12 @@ thread pushed down into it:
   call writes its output operand's buffer.
 With `coprocessor` (an accelerator, whose instructions are whole loop nests:
 a DMA, a GEMM's micro-op loops; TVM's "cthread"), a perfect loop nest around
-one store or call is copied as a unit, so the threads interleave nest by
-nest (consecutive copy nests as one group: a thread's tiles arrive together, so
-its compute can start while the next thread's tiles load), and nothing allocated inside the virtual-thread loop is shared: each
-thread loads its own tiles, so one thread's loads can overlap another's
-compute instead of waiting for every thread to finish with a shared tile.
+one store or call is copied as a unit, so the threads interleave nest by nest
+(consecutive copy nests as one group: a thread's tiles arrive together, so its
+compute can start while the next thread's tiles load), and nothing allocated
+inside the virtual-thread loop is shared: each thread loads its own tiles, so
+one thread's loads can overlap another's compute instead of waiting for every
+thread to finish with a shared tile.
 Without vthread loops it returns its input."""
 
 from __future__ import annotations
