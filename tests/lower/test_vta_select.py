@@ -2,57 +2,25 @@
 padding, the tensorized block multiply as GEMM micro-op loops, the epilogue on the ALU, virtual threads
 through lower/vthreads.py; bit-exact in the dependence-checked simulator against the reference."""
 
+import importlib.util
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 import tilewright as tw
 from tilewright.errors import LoweringError, ScheduleError
-from tilewright.intrin.vta import vta_gemm
-from tilewright.ops import pad
-from tilewright.ops.blocked_conv import conv2d_blocked, shift_bias_clip
 from tilewright.reference import evaluate
 from tilewright.targets.vta import VTAConfig
 
+_spec = importlib.util.spec_from_file_location(
+    "vta_lesson", Path(__file__).resolve().parents[2] / "examples" / "05_conv_on_vta.py")
+_lesson = importlib.util.module_from_spec(_spec)  # the schedule lesson 5 teaches
+_spec.loader.exec_module(_lesson)
 
-def conv_schedule(cfg=VTAConfig(), h=14, c=4, o=8, k=3, stride=1, vthreads=1, tile_o=2, tile_h=7, bias=True,  # noqa: B008
-                  scope_out="vta.acc", tensorize=True):
-    """TVM's VTA tutorial schedule, written with tilewright's primitives."""
-    b, bi, bo = cfg.batch, cfg.block_in, cfg.block_out
-    data = tw.placeholder((1, c, h, h, b, bi), "int8", "data")
-    weight = tw.placeholder((o, c, k, k, bo, bi), "int8", "weight")
-    bias_t = tw.placeholder((1, o, 1, 1, b, bo), "int32", "bias") if bias else None
-    p = k // 2
-    dpad = pad(data, (0, 0, 0, 0, p, p, p, p), name="data_pad") if p else data
-    conv = conv2d_blocked(dpad, weight, stride, 0)
-    res = shift_bias_clip(conv, bias_t)
-    s = tw.create_schedule(res)
-    if p:
-        s[dpad].set_scope("vta.inp")
-    else:
-        dpad = s.cache_read(data, "vta.inp", [conv])
-    wbuf = s.cache_read(weight, "vta.wgt", [conv])
-    bbuf = s.cache_read(bias_t, "vta.acc", [res]) if bias else None
-    s[conv].set_scope(scope_out)
-    n, oc, y, x, bb, kk = res.op.axis
-    oo, oi = s[res].split(oc, tile_o)
-    yo, yi = s[res].split(y, tile_h)
-    if vthreads > 1:
-        oo, v = s[res].split(oo, vthreads)  # the inner part: one output channel tile per thread
-        s[res].reorder(v, n, oo, yo, oi, yi, x, bb, kk)
-        s[res].bind(v, tw.thread_axis("vthread"))
-    else:
-        s[res].reorder(n, oo, yo, oi, yi, x, bb, kk)
-    s[conv].compute_at(s[res], yo)
-    if bbuf is not None:
-        s[bbuf].compute_at(s[res], yo)
-    cn, co, cy, cx, cb, ck = conv.op.axis
-    rc, rh, rw, ri = conv.op.reduce_axis
-    s[conv].reorder(cn, rc, co, cy, rh, rw, cx, cb, ck, ri)
-    s[dpad].compute_at(s[conv], rc)
-    s[wbuf].compute_at(s[conv], rc)
-    if tensorize:
-        s[conv].tensorize(cb, vta_gemm(cfg))
-    return s, [data, weight] + ([bias_t] if bias else []) + [res]
+
+def conv_schedule(cfg=VTAConfig(), **kw):  # noqa: B008 - frozen configuration
+    return _lesson.conv_schedule(cfg, **kw)
 
 
 def run(s, args, target="vta", seed=0):

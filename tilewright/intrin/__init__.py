@@ -7,10 +7,13 @@ inner loops by calls (matched semantically in lower/tensorize.py), and
 declared semantics, so a wrong layout map fails on any host.
 
 Sits on top: imports te, reference, lower layers and targets. Public names: `decl_tensor_intrin`,
-`TensorIntrin`, `Emitter`, `get`, `registered`, `register`, `run_lowered`."""
+`TensorIntrin`, `Emitter`, `get`, `registered`, `register`, `run_lowered`, `vta_gemm` (the VTA-like
+accelerator's GEMM micro-op, for its configuration)."""
 
 from .declare import Emitter, TensorIntrin, decl_tensor_intrin
 from .interpret import run_lowered
 from .registry import get, register, registered
+from .vta import vta_gemm
 
-__all__ = ["Emitter", "TensorIntrin", "decl_tensor_intrin", "get", "register", "registered", "run_lowered"]
+__all__ = ["Emitter", "TensorIntrin", "decl_tensor_intrin", "get", "register", "registered", "run_lowered",
+           "vta_gemm"]

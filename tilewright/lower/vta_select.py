@@ -1,6 +1,6 @@
 """Instruction selection for the VTA-like accelerator: a lowered te schedule
 (stages placed in `vta.inp`, `vta.wgt`, `vta.acc` with `cache_read` /
-`set_scope`, the block multiply tensorized with `intrin.vta.vta_gemm`) becomes
+`set_scope`, the block multiply tensorized with `tw.intrin.vta_gemm`) becomes
 an instruction stream.
 
 The host runs the loops that stay outside the accelerator's patterns at
@@ -285,7 +285,7 @@ class Selector:
         if any(isinstance(n, Load) and n.tensor.scope in (Scope.VTA_INP, Scope.VTA_WGT) for n in walk(value)):
             raise LoweringError(f"VTA lowering: '{name}' multiplies vta.inp / vta.wgt values one by one; the "
                                 f"accelerator multiplies whole blocks: tensorize the block axis with "
-                                f"tilewright.intrin.vta.vta_gemm(cfg)")
+                                f"tw.intrin.vta_gemm(cfg)")
         primary, ops = alu_ops(value)
         if primary.tensor.scope is not Scope.VTA_ACC:
             raise LoweringError(f"VTA lowering: '{name}' is computed from '{primary.tensor.name}' "
