@@ -84,6 +84,20 @@ class Backend:
                                   f"given a default schedule; write one by hand (s[C].bind(...)) and tw.build it")
 
 
+def _no_accelerator_buffers(func, kind: str) -> None:
+    """Scratchpad scopes belong to the accelerator: on a CPU or GPU they would silently be ordinary memory."""
+    from .ir.stmt import Allocate, Scope
+    from .ir.stmt_functor import walk_stmt
+
+    on_chip = (Scope.VTA_INP, Scope.VTA_WGT, Scope.VTA_ACC)
+    bad = sorted({f"'{s.buffer.name}' ({s.buffer.scope.value})" for s in walk_stmt(func.body)
+                  if isinstance(s, Allocate) and s.buffer.scope in on_chip})
+    if bad:
+        raise TilewrightError(f"buffers {', '.join(bad)} are placed in the VTA accelerator's scratchpads, which a "
+                              f"{kind} target does not have: build the schedule for target='vta', or use the "
+                              f"scopes global / local{' / shared' if kind != 'cpu' else ''}")
+
+
 def _cpu_lower(s, args, name, target: Target):
     """Lowering for a CPU: no loop may be bound to GPU blocks or threads."""
     from .ir.stmt_functor import walk_stmt
@@ -93,6 +107,7 @@ def _cpu_lower(s, args, name, target: Target):
     from .lower.tensorize import bind_emitters
 
     func = lower(s, args, name, registers=RegisterFile.of(target))
+    _no_accelerator_buffers(func, "cpu")
     func = bind_emitters(func, "c", target)
     for stmt in top_level(func.body):
         bound = sorted({f"'{x.var.name}' to {x.thread_tag}" for x in walk_stmt(stmt) if is_bound(x)})
@@ -136,6 +151,7 @@ def _gpu_lower(s, args, name, target: Target):
     from .lower.registers import RegisterFile
 
     func = lower(s, args, name, registers=RegisterFile.of(target))
+    _no_accelerator_buffers(func, target.kind)
     validate_gpu_func(func)
     g = target.gpu
     check_launch_limits(func, g.max_threads_per_block, g.shared_mem_per_block, g.max_block_dims, g.max_grid_dims)

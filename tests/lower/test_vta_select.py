@@ -66,6 +66,8 @@ def test_what_the_accelerator_cannot_take_is_named():
         tw.build(*conv_schedule(tensorize=False), target="vta")
     with pytest.raises(LoweringError, match="scope 'global'"):
         tw.build(*conv_schedule(scope_out="global"), target="vta")
+    with pytest.raises(tw.TilewrightError, match=r"VTA accelerator's scratchpads.*target='vta'"):
+        tw.build(*conv_schedule(tensorize=False), target="cpu")
     x = tw.placeholder((1, 1, 1, 16), "int32", "x")
     y = tw.te.compute((1, 1, 1, 16), lambda *i: x[i] * 3, name="y")
     s = tw.create_schedule(y)
