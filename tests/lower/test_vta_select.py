@@ -7,6 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import tilewright as tw
 from tilewright.errors import LoweringError, ScheduleError
@@ -94,3 +96,23 @@ def test_schedule_and_tiling_lowerings_agree_cycle_for_cycle(vthreads):
     for k in ("gemm_uops", "alu_uops", "load_bytes_inp", "load_bytes_wgt", "load_bytes_acc", "store_bytes",
               "pad_elements", "load_insns", "store_insns"):
         assert getattr(a, k) == getattr(b, k), k  # micro-op tables may differ by a few entries
+
+
+@st.composite
+def schedules(draw):
+    k = draw(st.sampled_from([1, 3]))
+    stride = draw(st.sampled_from([1, 2]))
+    h = draw(st.integers(4, 9))
+    out_h = (h + 2 * (k // 2) - k) // stride + 1
+    vthreads = draw(st.sampled_from([1, 2]))
+    tile_o = draw(st.sampled_from([1, 2]))
+    o = tile_o * vthreads * draw(st.integers(1, 2))
+    tile_h = draw(st.sampled_from([d for d in range(1, out_h + 1) if out_h % d == 0]))
+    return dict(h=h, c=draw(st.integers(1, 2)), o=o, k=k, stride=stride, vthreads=vthreads, tile_o=tile_o,
+                tile_h=tile_h, bias=draw(st.booleans()))
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(schedules())
+def test_random_tutorial_schedules_are_bit_exact(kw):
+    run(*conv_schedule(**kw))
