@@ -124,13 +124,16 @@ def table(rows: list[dict], counts: dict[str, int]) -> str:
         change = f"{100 * (v2['cycles'] / v1['cycles'] - 1):+.1f}%" if v2 else "n/a"
         util = f"{v1['gemm_utilization']:.0%}" + (f" -> {v2['gemm_utilization']:.0%}" if v2 else "")
         exact = all(x["exact"] for x in (v1, v2, tu) if x)
-        lines.append(f"| {r['layer']} | {tut['tiling']} | {v1['cycles']:,} | {v2['cycles'] if v2 else 0:,} | {change} "
-                     f"| {util} | {tu['cycles'] if tu else 0:,} | {tu['gemm_utilization'] if tu else 0:.0%} | "
-                     f"{tut['cycles'] / tu['cycles'] if tu else math.nan:.2f}x | {'yes' if exact else 'NO'} |")
+        tuned = (f"{tu['cycles']:,} | {tu['gemm_utilization']:.0%} | {tut['cycles'] / tu['cycles']:.2f}x" if tu
+                 else "- | - | -")
+        two = f"{v2['cycles']:,}" if v2 else "-"
+        lines.append(f"| {r['layer']} | {tut['tiling']} | {v1['cycles']:,} | {two} | "
+                     f"{change} | {util} | {tuned} | {'yes' if exact else 'NO'} |")
     total = lambda key: sum(counts[r["layer"]] * r[key]["cycles"] for r in rows if r.get(key))  # noqa: E731
     lines.append("")
+    tuned = f", tuned {total('tuned'):,} cycles" if any(r.get("tuned") for r in rows) else ""
     lines.append(f"ResNet-18 offloaded convs (each shape x its occurrences): tutorial tiling {total('tutorial'):,} "
-                 f"cycles, tuned {total('tuned'):,} cycles (simulated).")
+                 f"cycles{tuned} (simulated).")
     return "\n".join(lines)
 
 

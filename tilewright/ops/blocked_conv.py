@@ -70,6 +70,8 @@ def shift_bias_clip(acc: Tensor, bias: Tensor | None = None, shift: int = 8, lo:
         want = [acc.shape[0], acc.shape[1], 1, 1, acc.shape[4], acc.shape[5]]
         if list(bias.shape) != want or bias.dtype.name != "int32":
             raise ShapeError(f"{op}: bias '{bias.name}' must be int32 {want}, got {bias.dtype} {list(bias.shape)}")
+    if isinstance(shift, bool) or not isinstance(shift, int) or not 0 <= shift <= 31:
+        raise ShapeError(f"{op}: shift must be an int in 0..31 (an arithmetic right shift of int32), got {shift!r}")
     if not -128 <= lo <= hi <= 127:
         raise ShapeError(f"{op}: need -128 <= lo <= hi <= 127 for an int8 result, got lo={lo}, hi={hi}")
 
