@@ -6,8 +6,12 @@ the host CPU as tilewright kernels, as TVM's VTA deployment splits it. The
 logits are checked bit for bit against the reference evaluator of the whole te
 graph. Weights are random (seeded): this checks the compiler and simulator, not
 accuracy. Accelerator numbers are simulated cycles; host numbers are measured.
+`--compile resnet18` instead takes the in-tree float torch model through
+`tw.compile(model, target="vta")` (graph/vta_offload.py: calibrated power-of-two
+quantization) and compares with the float model too.
 
-    python -m tilewright.bench.vta_network --out DIR"""
+    python -m tilewright.bench.vta_network --out DIR
+    python -m tilewright.bench.vta_network --compile resnet18 --out DIR"""
 
 from __future__ import annotations
 
@@ -167,11 +171,48 @@ def table(summary: dict) -> str:
     return "\n".join(lines)
 
 
+def run_compiled(model: str = "resnet18", held_out: int = 3, seed: int = 0) -> tuple[dict, str]:
+    """The in-tree torch model (seeded weights) through `tw.compile(..., target="vta")`: calibrated on one
+    random image, checked bit for bit and against the float model on `held_out` others."""
+    import torch
+
+    import tilewright as tw
+
+    from .. import models
+
+    m = getattr(models, model)().eval()
+    gen = torch.Generator().manual_seed(seed)
+    image = lambda: torch.randn(1, 3, 224, 224, generator=gen)  # noqa: E731
+    t0 = time.perf_counter()
+    module = tw.compile(m, (image(),), target="vta")
+    out = {"model": model, "compile_seconds": time.perf_counter() - t0, "held_out": []}
+    for _ in range(held_out):
+        x = image()
+        got, want = module(x.numpy()), m(x).detach().numpy()
+        out["held_out"].append({"exact": module.check(x.numpy()),
+                                "relative_error": float(np.linalg.norm(got - want) / np.linalg.norm(want)),
+                                "correlation": float(np.corrcoef(got.ravel(), want.ravel())[0, 1]),
+                                "top1_agrees": bool(got.argmax() == want.argmax())})
+    out["vta_cycles"] = sum(st.stats.get("cycles", 0) for st in module.steps)
+    return out, module.summary()
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--compile", metavar="MODEL", default="",
+                    help="instead: the in-tree torch model (e.g. resnet18) through tw.compile(target='vta')")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
+    if args.compile:
+        result, text = run_compiled(args.compile, seed=args.seed)
+        text += "\n\n" + json.dumps(result["held_out"], indent=1)
+        print(text)
+        if args.out:
+            args.out.mkdir(parents=True, exist_ok=True)
+            (args.out / f"vta_compile_{args.compile}.json").write_text(json.dumps(result, indent=1))
+            (args.out / f"vta_compile_{args.compile}.md").write_text(text + "\n")
+        return
     summary = run(args.seed)
     text = table(summary)
     print(text)

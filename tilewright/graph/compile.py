@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 def compile(model, example_inputs=None, target="cpu", trials: int = 0, records=None,  # noqa: A001 (as torch.compile)
             progress: bool = True, name: str | None = None, layout: str = "auto", winograd: bool = True,
-            dtype: str = "float32", **tune_options) -> Module | GpuModule:
+            dtype: str = "float32", calibration=None, **tune_options) -> Module | GpuModule:
     """Compile a Graph or a torch.nn.Module (with `example_inputs`) for `target`: a Module on a CPU,
     a GpuModule on "cuda" / "opencl" (NCHW, no Winograd; see graph/device_module.py).
     `trials`: the model's total tuning budget (0: default schedules, no measuring).
@@ -39,6 +39,8 @@ def compile(model, example_inputs=None, target="cpu", trials: int = 0, records=N
     sum (convolution, dense, pooling, softmax, normalisation) accumulated in float32; the inputs and
     outputs are float16 (graph/half_precision.py).
     `name`: the model's name in progress lines and summaries (default: its class name).
+    On target "vta" the float model is quantized with power-of-two scales fixed on `calibration`
+    (default: the example inputs) and its convolutions offloaded (graph/vta_offload.py).
     `records`: a record store or path (default: the user cache); tuning writes to it
     and the build reads from it. `tune_options` go to `tw.tune` (seed, timeout, cost_model, ...)."""
     from ..records import Records
@@ -59,6 +61,17 @@ def compile(model, example_inputs=None, target="cpu", trials: int = 0, records=N
                          f"float32: pass dtype='float32'")
     graph = model if isinstance(model, Graph) else _from_torch(model, example_inputs, name)
     graph = optimize(infer_types(graph))
+    if tgt.kind == "vta":
+        from .vta_offload import compile_for_vta
+
+        cal = calibration if calibration is not None else example_inputs
+        if cal is None:
+            from ..errors import ShapeError
+
+            raise ShapeError("compile for target 'vta': pass calibration inputs (calibration=[array, ...]); the "
+                             "quantization's power-of-two scales are fixed on them")
+        cal = [c.numpy() if hasattr(c, "numpy") else c for c in (cal if isinstance(cal, (list, tuple)) else [cal])]
+        return compile_for_vta(graph, tgt, cal)
     store = records if isinstance(records, Records) else Records(records)
     if tgt.is_gpu:
         from .device_build import compile_for_device
