@@ -49,11 +49,13 @@ def test_convolutions_are_bit_exact(shape, tiling):
     assert 0 < s.gemm_utilization <= 1
 
 
-def test_dense_is_a_one_by_one_convolution_without_bias():
+@pytest.mark.parametrize("rounding", [False, True])
+def test_dense_is_a_one_by_one_convolution_without_bias(rounding):
     shape = ConvShape(1, 256, 1, 1, 64, 1, 1)
-    ep = Epilogue(shift=5, bias=False, lo=-128, hi=127)
-    _, got, want = _run(shape, CFG, VTATiling(1, 1, 4, 16), ep)
+    ep = Epilogue(shift=5, bias=False, lo=-128, hi=127, round=rounding)
+    kernel, got, want = _run(shape, CFG, VTATiling(1, 1, 4, 16), ep)
     np.testing.assert_array_equal(got, want)
+    assert ("ALU   ADD imm=16" in kernel.source) == rounding
 
 
 def test_block_8x8x8_with_batch_8():

@@ -60,7 +60,7 @@ def reference(shape: ConvShape, inputs: dict, epilogue: Epilogue) -> np.ndarray:
     w = placeholder(inputs["kernel"].shape, "int8", "kernel")
     b = placeholder(inputs["bias"].shape, "int32", "bias") if epilogue.bias else None
     out = shift_bias_clip(conv2d_blocked(d, w, (shape.stride_h, shape.stride_w), (shape.pad_h, shape.pad_w)), b,
-                          epilogue.shift, epilogue.lo, epilogue.hi)
+                          epilogue.shift, epilogue.lo, epilogue.hi, round_half_up=epilogue.round)
     feed = {d: inputs["data"], w: inputs["kernel"]}
     if b is not None:
         feed[b] = inputs["bias"]

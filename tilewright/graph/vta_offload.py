@@ -7,8 +7,9 @@ norm folded into the convolutions) of conv2d / relu / add / max_pool2d / mean
 / reshape / dense nodes. Calibration inputs fix one power-of-two exponent per
 activation (the largest f with max|x| * 2^f <= 127) and per weight tensor;
 each convolution becomes the int8 blocked operator clip((acc >> shift) + bias,
-lo, 127) with shift = f_in + f_w - f_out and the following ReLU as lo = 0;
-residual adds align their operands by right shifts; max pooling is exact on
+lo, 127) with shift = f_in + f_w - f_out (rounding half up: a flooring shift
+drifts every layer down by half a step) and the following ReLU as lo = 0;
+residual adds align their operands by rounding right shifts; max pooling is exact on
 int8; the head sums the last feature map in int32 and multiplies by int8
 classifier weights, then scales to float on the host. Convolutions whose
 channels are multiples of the GEMM block go to the accelerator (its default
@@ -105,7 +106,8 @@ class _Quantizer:
         def make(t, name=out, wshape=wq.shape, bshape=bq.shape, stride=tuple(a["stride"]), pad=(pt, pl)):
             wt = placeholder(wshape, "int8", f"{name}_w")
             bt = placeholder(bshape, "int32", f"{name}_b")
-            return shift_bias_clip(conv2d_blocked(t, wt, stride, pad), bt, shift, lo, 127, name=name), [wt, bt]
+            return shift_bias_clip(conv2d_blocked(t, wt, stride, pad), bt, shift, lo, 127, name=name,
+                                   round_half_up=True), [wt, bt]
         self.steps.append(_Step(out, device, (x,), make, [wq, bq]))
 
     def add(self, node) -> None:
@@ -120,8 +122,12 @@ class _Quantizer:
         sx, sy, lo = self.exp[x] - f_o, self.exp[y] - f_o, (0 if out != node.outputs[0] else -128)
 
         def make(a, c, name=out):
+            def rounded(t, i, s):  # round half up: add 2^(s-1) before the shift
+                v = t[i].astype("int32")
+                return (v + const(1 << (s - 1), "int32")) >> const(s, "int32") if s else v
+
             def body(*i):
-                v = (a[i].astype("int32") >> const(sx, "int32")) + (c[i].astype("int32") >> const(sy, "int32"))
+                v = rounded(a, i, sx) + rounded(c, i, sy)
                 return te_min(te_max(v, const(lo, "int32")), const(127, "int32")).astype("int8")
             return compute(a.shape, body, name=name), []
         self.steps.append(_Step(out, "cpu", (x, y), make))

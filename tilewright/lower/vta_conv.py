@@ -70,6 +70,7 @@ class Epilogue:
     bias: bool = True
     lo: int = 0
     hi: int = 127
+    round: bool = False  # add 2^(shift-1) before shifting (ops.shift_bias_clip's round_half_up)
 
 
 TVM_EPILOGUE = Epilogue()
@@ -272,6 +273,8 @@ class _Builder:
         out = Access("acc", acc0, acc0 + self.out_slot)
         (fb, fe), flat = progs["flat"]
         alu = lambda op, imm: AluInsn(op, fb, fe, use_imm=True, imm=imm, **flat)  # noqa: E731
+        if ep.round and ep.shift:
+            self.emit(alu(AluOp.ADD, 1 << (ep.shift - 1)), [out], [out])
         self.emit(alu(AluOp.SHR, ep.shift), [out], [out])
         if ep.bias:
             bias = Access("acc", acc0 + self.out_slot, acc0 + self.acc_slot)

@@ -48,7 +48,7 @@ def match_conv(args, cfg: VTAConfig) -> ConvOperator:
     (sh, sw), (ph, pw) = conv.op.attrs["stride"], conv.op.attrs["padding"]
     attrs = out.op.attrs
     shape = ConvShape(nb * b, cb * bi, h, w, ob * bo, kh, kw, ph, pw, sh, sw, name=out.name)
-    epilogue = Epilogue(attrs["shift"], bias is not None, attrs["lo"], attrs["hi"])
+    epilogue = Epilogue(attrs["shift"], bias is not None, attrs["lo"], attrs["hi"], attrs.get("round", False))
     known = {id(data): "data", id(weight): "kernel", id(out): "out"}
     if bias is not None:
         known[id(bias)] = "bias"

@@ -61,8 +61,10 @@ def conv2d_blocked(data: Tensor, weight: Tensor, stride=1, padding=0, name: str 
 
 
 def shift_bias_clip(acc: Tensor, bias: Tensor | None = None, shift: int = 8, lo: int = 0, hi: int = 127,
-                    name: str = "shift_bias_clip") -> Tensor:
-    """int8 clip((acc >> shift) + bias, lo, hi): an arithmetic shift; bias [N/b, O/bo, 1, 1, b, bo]."""
+                    name: str = "shift_bias_clip", round_half_up: bool = False) -> Tensor:
+    """int8 clip((acc >> shift) + bias, lo, hi): an arithmetic shift (flooring; `round_half_up` adds
+    2^(shift-1) first, so a quantized network's values do not drift down layer by layer);
+    bias [N/b, O/bo, 1, 1, b, bo]."""
     op = "shift_bias_clip"
     expect_tensor(acc, op, "accumulator")
     expect_ndim(acc, 6, op, "accumulator", "N/b, O/bo, OH, OW, b, bo")
@@ -76,12 +78,16 @@ def shift_bias_clip(acc: Tensor, bias: Tensor | None = None, shift: int = 8, lo:
         raise ShapeError(f"{op}: need -128 <= lo <= hi <= 127 for an int8 result, got lo={lo}, hi={hi}")
 
     def body(n, o, y, x, bn, bk):
-        v = acc[n, o, y, x, bn, bk] >> const(shift, "int32")
+        v = acc[n, o, y, x, bn, bk]
+        if round_half_up and shift:
+            v = v + const(1 << (shift - 1), "int32")
+        v = v >> const(shift, "int32")
         if bias is not None:
             v = v + bias[n, o, 0, 0, bn, bk]
         return te_min(te_max(v, const(lo, "int32")), const(hi, "int32")).astype("int8")
 
-    return compute(acc.shape, body, name=name, attrs={"operator": op, "shift": shift, "lo": lo, "hi": hi})
+    return compute(acc.shape, body, name=name, attrs={"operator": op, "shift": shift, "lo": lo, "hi": hi,
+                                                      "round": bool(round_half_up)})
 
 
 __all__ = ["conv2d_blocked", "shift_bias_clip"]
