@@ -116,3 +116,21 @@ def schedules(draw):
 @given(schedules())
 def test_random_tutorial_schedules_are_bit_exact(kw):
     run(*conv_schedule(**kw))
+
+
+def test_an_accumulator_feeding_two_epilogues_is_refused():
+    """The ALU rewrites the accumulator in place on the way to a store; a second reader would see the
+    rewritten values, so the selection refuses it instead of computing a wrong result."""
+    from tilewright.ops.blocked_conv import conv2d_blocked, shift_bias_clip
+
+    data = tw.placeholder((1, 1, 4, 4, 1, 16), "int8", "data")
+    weight = tw.placeholder((1, 1, 1, 1, 16, 16), "int8", "weight")
+    conv = conv2d_blocked(data, weight)
+    one, two = shift_bias_clip(conv, shift=8, name="one"), shift_bias_clip(conv, shift=4, name="two")
+    s = tw.create_schedule([one, two])
+    s.cache_read(data, "vta.inp", [conv])
+    s.cache_read(weight, "vta.wgt", [conv])
+    s[conv].set_scope("vta.acc")
+    s[conv].tensorize(conv.op.axis[4], tw.intrin.vta_gemm(VTAConfig()))
+    with pytest.raises(LoweringError, match="one epilogue only"):
+        tw.build(s, [data, weight, one, two], target="vta")

@@ -25,6 +25,8 @@ dependence tokens."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..errors import LoweringError, ScheduleError
 from ..ir.expr import Binary, BinOp, Cast, Const, Expr, Load, Select
 from ..ir.stmt import Allocate, For, ForKind, IfThenElse, IntrinCall, LetStmt, Scope, Seq, Stmt, Store
@@ -69,6 +71,9 @@ class Selector:
         self.uops: list[Uop] = []
         self.uop_at: dict[tuple, int] = {}
         self.stored: set[int] = set()  # arguments the program writes
+        # accumulator elements an epilogue changed in place on the way to a store: reading them again
+        # (a second consumer of the same accumulator) would see the changed values
+        self.clobbered = np.zeros(cfg.acc_depth, bool)
 
     # -- structure --------------------------------------------------------------------------------
     def visit(self, s: Stmt, env: dict) -> None:
@@ -136,6 +141,18 @@ class Selector:
             return self.alu(loops, leaf, env, store=True)
         raise LoweringError(f"VTA lowering: cannot store into '{dst.name}' ({dst.scope.value})")
 
+    def _add(self, step: Step) -> None:
+        for a in step.reads:
+            if a.buffer == "acc" and self.clobbered[a.lo:a.hi].any():
+                raise LoweringError(f"VTA lowering: {type(step.insn).__name__} reads accumulator elements "
+                                    f"{a.lo}..{a.hi - 1} after an epilogue changed them in place for a store; an "
+                                    f"accumulator can feed one epilogue only (compute the other consumer from "
+                                    f"its own copy)")
+        for a in step.writes:
+            if a.buffer == "acc":
+                self.clobbered[a.lo:a.hi] = False
+        self.steps.append(step)
+
     def _lane_split(self, loops, addr, env, pad, what):
         base, coefs = affine(addr, loops, env, what)
         k = split_lanes(loops, coefs, self.lanes[pad], what)
@@ -168,7 +185,7 @@ class Selector:
         insn = self._loop_insn(lambda b, e, f: GemmInsn(b, e, reset=True, **f), outer, (d, ec), zero, zero,
                                self._widths())
         lo, hi = span(d, ec, outer)
-        self.steps.append(Step(insn, writes=(Access("acc", lo, hi),)))
+        self._add(Step(insn, writes=(Access("acc", lo, hi),)))
 
     def _widths(self):
         c = self.cfg
@@ -190,7 +207,7 @@ class Selector:
         inp, wgt, acc = parts
         insn = self._loop_insn(lambda b, e, f: GemmInsn(b, e, **f), loops, acc, inp, wgt, self._widths())
         reads = tuple(Access(p, *span(b, c, loops)) for p, (b, c) in (("inp", inp), ("wgt", wgt), ("acc", acc)))
-        self.steps.append(Step(insn, reads=reads + (Access("uop", insn.uop_bgn, insn.uop_end),),
+        self._add(Step(insn, reads=reads + (Access("uop", insn.uop_bgn, insn.uop_end),),
                                writes=(Access("acc", *span(acc[0], acc[1], loops)),)))
 
     def load(self, loops, leaf: Store, env) -> None:
@@ -226,7 +243,7 @@ class Selector:
                     raise LoweringError(f"VTA lowering: the {what} is not rows of contiguous elements")
                 sram = self._sram(leaf.buffer, d)
                 insn = MemInsn(Opcode.LOAD, mem, sram, byte0 // eb + s_, ys, xs, sy if ys > 1 else xs)
-                self.steps.append(Step(insn, writes=(Access(pad, sram, sram + ys * xs),)))
+                self._add(Step(insn, writes=(Access(pad, sram, sram + ys * xs),)))
             rows(outer, [d0, s0], [dc, sc], make)
             return
         self._padded(outer, loops, leaf, value, cond, env, pad, mem, what)
@@ -271,7 +288,7 @@ class Selector:
         sram = self._sram(leaf.buffer, d0 // lanes)
         insn = MemInsn(Opcode.LOAD, mem, sram, byte // eb, y1 - y0, x1 - x0, max(sy // lanes, x1 - x0), y0, ys - y1,
                        x0, xs - x1)
-        self.steps.append(Step(insn, writes=(Access(pad, sram, sram + ys * xs),)))
+        self._add(Step(insn, writes=(Access(pad, sram, sram + ys * xs),)))
 
     # -- ALU and stores ---------------------------------------------------------------------------
     def alu(self, loops, leaf: Store, env, store: bool) -> None:
@@ -311,9 +328,11 @@ class Selector:
                 lambda b, e, f, op=op, kw=kw: AluInsn(op, b, e, **{k: v for k, v in f.items() if k[:3] != "wgt"}, **kw),
                 outer, dst, src, zero, (c.log_acc_depth, c.log_acc_depth, c.log_wgt_depth))
             reads = [Access("acc", *span(*dst, outer))] + ([] if src is zero else [Access("acc", *span(*src, outer))])
-            self.steps.append(Step(insn, reads=tuple(reads), writes=(Access("acc", *span(*dst, outer)),)))
+            self._add(Step(insn, reads=tuple(reads), writes=(Access("acc", *span(*dst, outer)),)))
         if store:
             self.store(loops, leaf, primary, env)
+            if ops:
+                self.clobbered[slice(*span(*dst, outer))] = True
 
     def store(self, loops, leaf: Store, primary: Load, env) -> None:
         what = f"store into '{leaf.buffer.name}'"
@@ -331,7 +350,7 @@ class Selector:
                 raise LoweringError(f"VTA lowering: the {what} is not rows of contiguous elements")
             sram = self._sram(primary.tensor, a)
             insn = MemInsn(Opcode.STORE, MemType.ACC, sram, byte0 // ob + d, ys, xs, dy if ys > 1 else xs)
-            self.steps.append(Step(insn, reads=(Access("acc", sram, sram + ys * xs),)))
+            self._add(Step(insn, reads=(Access("acc", sram, sram + ys * xs),)))
         rows(outer, [d0, a0], [dc, ac], make)
 
 
