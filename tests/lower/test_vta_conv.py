@@ -180,3 +180,18 @@ def test_a_hand_built_deadlock_names_the_waiting_instruction():
     with pytest.raises(VTASimError, match="deadlock") as err:
         _mutate(program, insns)
     assert err.value.insn is not None
+
+
+@pytest.mark.parametrize("order, weight_loads, input_loads", [
+    ("h co w", 2 * 2 * 1, 2 * 2 * 2),  # per (h, co) the weights stay for both w tiles
+    ("co h w", 2, 2 * 2 * 2),          # weights loaded once per co tile
+    ("h w co", 2 * 2 * 2, 2 * 2),      # inputs loaded once per spatial tile
+])
+def test_loop_order_keeps_an_operand_on_chip(order, weight_loads, input_loads):
+    """All input channels in one step: consecutive tiles that share an operand's tile do not reload it."""
+    shape = ConvShape(1, 32, 8, 8, 32, 3, 3, 1, 1, 1, 1)  # 2 h tiles x 2 co tiles x 2 w tiles
+    kernel, got, want = _run(shape, CFG, VTATiling(4, 4, 1, 2, 1, order=order))
+    np.testing.assert_array_equal(got, want)
+    text = kernel.source
+    assert text.count("LOAD  WGT") == weight_loads
+    assert text.count("LOAD  INP") == input_loads * 2  # one 2-D load per input channel block

@@ -84,10 +84,14 @@ class VTATiling:
     tile_ci: int  # input channel blocks per load step
     vthreads: int = 1
     vthread_axis: str = "co"  # "co" or "h": which tile loop the virtual threads split
+    # the tile loops from outer to inner (after the batch): which tiles follow each other, so which
+    # operand stays on chip from one tile to the next when all input channels fit one step
+    order: str = "h co w"
 
     def __str__(self) -> str:
         vt = f" vthreads={self.vthreads}({self.vthread_axis})" if self.vthreads > 1 else ""
-        return f"tile h{self.tile_h} w{self.tile_w} co{self.tile_co} ci{self.tile_ci}{vt}"
+        order = f" order {self.order.replace(' ', '-')}" if self.order != "h co w" else ""
+        return f"tile h{self.tile_h} w{self.tile_w} co{self.tile_co} ci{self.tile_ci}{vt}{order}"
 
 
 @dataclass
@@ -137,6 +141,8 @@ def _check_tiling(shape: ConvShape, b: _Blocked, t: VTATiling) -> None:
             raise ScheduleError(f"VTA conv {shape}: {what}={tile} must divide {n}")
     if t.vthread_axis not in ("co", "h"):
         raise ScheduleError(f"VTA tiling: vthread_axis must be 'co' or 'h', got {t.vthread_axis!r}")
+    if sorted(t.order.split()) != ["co", "h", "w"]:
+        raise ScheduleError(f"VTA tiling: order must name the tile loops h, co, w once each, got {t.order!r}")
     tiles = b.ob // t.tile_co if t.vthread_axis == "co" else shape.out_h // t.tile_h
     if t.vthreads < 1 or tiles % t.vthreads:
         raise ScheduleError(f"VTA conv {shape}: {t.vthreads} virtual threads must divide the {tiles} tiles along "
@@ -188,6 +194,7 @@ class _Builder:
         _capacity("acc", v * self.acc_slot, cfg.acc_elem_bytes, cfg.acc_depth, t)
         self.uops: list[Uop] = []
         self.steps: list[Step] = []
+        self.held: dict = {}  # (operand, thread) -> what its slot holds
 
     def add_uops(self, uops: list[Uop]) -> tuple[int, int]:
         start = len(self.uops)
@@ -218,20 +225,35 @@ class _Builder:
         self.steps.append(Step(insn, tuple(reads), tuple(writes)))
 
     def tiles(self):
-        """Groups of `vthreads` tiles (nb, h tile, co tile, w tile), the loop TVM's VTA schedule uses."""
+        """Groups of `vthreads` tiles (nb, h tile, co tile, w tile) in the tiling's loop order (TVM's
+        VTA schedule: h, co, w); the threads split the co or h loop."""
         s, t, b = self.shape, self.t, self.b
-        nh, nc, nw = s.out_h // t.tile_h, b.ob // t.tile_co, s.out_w // t.tile_w
         v = t.vthreads
-        if t.vthread_axis == "co":
-            for n, h, cg, w in itertools.product(range(b.nb), range(nh), range(nc // v), range(nw)):
-                yield [(n, h, cg * v + k, w) for k in range(v)]
-        else:
-            for n, hg, c, w in itertools.product(range(b.nb), range(nh // v), range(nc), range(nw)):
-                yield [(n, hg * v + k, c, w) for k in range(v)]
+        extent = {"h": s.out_h // t.tile_h, "co": b.ob // t.tile_co, "w": s.out_w // t.tile_w}
+        extent[t.vthread_axis] //= v
+        names = t.order.split()
+        for n in range(b.nb):
+            for idx in itertools.product(*(range(extent[a]) for a in names)):
+                at = dict(zip(names, idx))
+                group = []
+                for k in range(v):
+                    tile = dict(at, **{t.vthread_axis: at[t.vthread_axis] * v + k})
+                    group.append((n, tile["h"], tile["co"], tile["w"]))
+                yield group
+
+    def unchanged(self, kind: str, v: int, key) -> bool:
+        """Whether thread `v`'s `kind` slot already holds `key` (loaded by the previous tile group and
+        not overwritten since); records it otherwise."""
+        if self.held.get((kind, v)) == key:
+            return True
+        self.held[(kind, v)] = key
+        return False
 
     def load_input(self, v: int, tile, cstep: int, base: int) -> None:
         s, t, b = self.shape, self.t, self.b
         n, h, _, w = tile
+        if self.unchanged("inp", v, (n, h, w, cstep)):
+            return
         r0, c0 = h * t.tile_h * s.stride_h - s.pad_h, w * t.tile_w * s.stride_w - s.pad_w
         ypad0, xpad0 = max(0, -r0), max(0, -c0)
         last = r0 + (self.in_h - 1) * self.row_step
@@ -249,6 +271,8 @@ class _Builder:
         s, t, b = self.shape, self.t, self.b
         kk = s.kernel_h * s.kernel_w
         co0, ci0 = tile[2] * t.tile_co, cstep * t.tile_ci
+        if self.unchanged("wgt", v, (tile[2], cstep)):
+            return
         sram = v * self.wgt_slot
         self.emit(MemInsn(Opcode.LOAD, MemType.WGT, sram, base + (co0 * b.cb + ci0) * kk, t.tile_co,
                           t.tile_ci * kk, b.cb * kk),

@@ -1,7 +1,9 @@
 """The schedule space of a convolution on the VTA-like accelerator, built from the
 workload and the configuration (no template per layer): output rows, columns
 and channel blocks per tile and input channel blocks per load step (each a
-divisor of its extent), virtual threads (1, 2, 4) and the tile loop they split.
+divisor of its extent), virtual threads (1, 2, 4) and the tile loop they split,
+and the order of the tile loops (which operand stays on chip from one tile to
+the next when all input channels fit one step).
 A point is valid when its tiles fit every on-chip buffer and its micro-ops fit
 the micro-op buffer; the same FlexTensor search (search/) explores it against
 the simulator's cycle model.
@@ -21,6 +23,7 @@ from .space import Point, Space
 
 AXES = ("co", "h")
 VTHREADS = (1, 2, 4)
+ORDERS = ("h co w", "co h w", "h w co")  # TVM's; weights stay on chip across spatial tiles; inputs across co
 
 
 def _divisors(n: int) -> tuple[int, ...]:
@@ -32,7 +35,8 @@ def tiling_of(space: Space, point: Point) -> VTATiling:
     return VTATiling(tile_h=k["tile_h"].options[point["tile_h"]], tile_w=k["tile_w"].options[point["tile_w"]],
                      tile_co=k["tile_co"].options[point["tile_co"]], tile_ci=k["tile_ci"].options[point["tile_ci"]],
                      vthreads=k["vthreads"].options[point["vthreads"]],
-                     vthread_axis=k["vthread_axis"].options[point["vthread_axis"]])
+                     vthread_axis=k["vthread_axis"].options[point["vthread_axis"]],
+                     order=k["order"].options[point["order"]])
 
 
 def point_of(space: Space, tiling: VTATiling) -> Point:
@@ -52,7 +56,7 @@ def vta_space(shape: ConvShape, cfg: VTAConfig, epilogue: Epilogue = TVM_EPILOGU
     knobs = [OrdinalKnob("tile_h", _divisors(shape.out_h)), OrdinalKnob("tile_w", _divisors(shape.out_w)),
              OrdinalKnob("tile_co", _divisors(shape.out_channels // cfg.block_out)),
              OrdinalKnob("tile_ci", _divisors(shape.in_channels // cfg.block_in)),
-             OrdinalKnob("vthreads", VTHREADS), OrdinalKnob("vthread_axis", AXES)]
+             OrdinalKnob("vthreads", VTHREADS), OrdinalKnob("vthread_axis", AXES), OrdinalKnob("order", ORDERS)]
     space = Space(knobs)
     cache: dict[Point, bool] = {}
 
