@@ -59,3 +59,12 @@ def test_what_the_flow_cannot_take_is_named():
     graph = tw.frontend.from_torch(_net(), (x,))
     with pytest.raises(ShapeError, match="calibration"):
         tw.compile(graph, target="vta")
+
+
+def test_calibration_takes_every_input():
+    m = _net()
+    quiet, loud = torch.randn(1, 3, 16, 16) * 0.1, torch.randn(1, 3, 16, 16) * 4
+    one = tw.compile(m, (quiet,), target="vta")
+    both = tw.compile(m, (quiet,), target="vta", calibration=[quiet, loud])
+    assert both.q.exp[both.graph.inputs[0]] < one.q.exp[one.graph.inputs[0]]  # a coarser step for the louder range
+    assert both.check(loud.numpy())

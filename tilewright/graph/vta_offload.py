@@ -64,8 +64,8 @@ def _blocked_weight(w: np.ndarray, b: int) -> np.ndarray:
 
 
 class _Quantizer:
-    def __init__(self, graph: Graph, values: dict, block: int):
-        self.g, self.values, self.b = graph, values, block
+    def __init__(self, graph: Graph, ranges: dict, block: int):
+        self.g, self.ranges, self.b = graph, ranges, block  # value -> max |x| over the calibration inputs
         self.exp: dict[str, int] = {}
         self.steps: list[_Step] = []
         self.fused: set[str] = set()  # relu nodes folded into their producer
@@ -78,7 +78,7 @@ class _Quantizer:
         return None
 
     def f_of(self, value: str) -> int:
-        return _exponent(float(np.max(np.abs(self.values[value]))))
+        return _exponent(self.ranges[value])
 
     def conv(self, node) -> None:
         from ..ops.blocked_conv import conv2d_blocked, shift_bias_clip
@@ -188,9 +188,12 @@ class _Quantizer:
 def quantize(graph: Graph, calibration: list[np.ndarray], block: int = 16) -> _Quantizer:
     if len(graph.inputs) != 1 or len(graph.outputs) != 1:
         raise LoweringError("vta offload: one input image and one output (logits) are supported")
-    values = [v for n in graph.nodes if n.op != "constant" for v in n.outputs]
-    found = run_reference(graph.replace(outputs=[graph.inputs[0], *values]), [calibration[0]])
-    q = _Quantizer(graph, dict(zip([graph.inputs[0], *values], found)), block)
+    names = [graph.inputs[0]] + [v for n in graph.nodes if n.op != "constant" for v in n.outputs]
+    ranges = dict.fromkeys(names, 0.0)
+    for x in calibration:
+        for v, y in zip(names, run_reference(graph.replace(outputs=names), [x])):
+            ranges[v] = max(ranges[v], float(np.max(np.abs(y))))
+    q = _Quantizer(graph, ranges, block)
     q.exp[graph.inputs[0]] = q.f_of(graph.inputs[0])
     nodes = [n for n in graph.nodes if n.op != "constant"]
     k = 0
