@@ -22,10 +22,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..lower.vta_conv import TVM_EPILOGUE, ConvShape, Epilogue, VTATiling, blocked_shapes, lower_conv2d
+from ..errors import ScheduleError
+from ..lower.vta_conv import TVM_EPILOGUE, ConvShape, Epilogue, VTATiling, blocked_shapes, check_fits, lower_conv2d
 from ..runtime.vta_kernel import VTAKernel
 from ..runtime.vta_sim import VTASimError
-from ..search.vta_tune import tune_conv
+from ..search.vta_tune import default_tiling, tune_conv
 from ..space.vta import tvm_tutorial_tiling
 from ..targets.vta import VTAConfig
 
@@ -86,6 +87,10 @@ def run_layer(shape: ConvShape, cfg: VTAConfig, trials: int, seed: int = 0) -> d
     inputs = random_inputs(shape, cfg, seed)
     expect = reference(shape, inputs, epilogue)
     tut = tvm_tutorial_tiling(shape, cfg)
+    try:
+        check_fits(shape, cfg, tut, epilogue)
+    except ScheduleError:  # another configuration (a smaller accumulator, batch 8): halved until it fits
+        tut = default_tiling(shape, cfg, epilogue)
     row = {"layer": shape.name, "shape": str(shape), "macs": shape.macs}
     # latency hiding: the tutorial's tiles, 1 virtual thread against 2 (along whichever axis divides)
     one = replace(tut, vthreads=1)
@@ -102,14 +107,12 @@ def run_layer(shape: ConvShape, cfg: VTAConfig, trials: int, seed: int = 0) -> d
 
 
 def _two_threads(shape: ConvShape, cfg: VTAConfig, one: VTATiling):
-    from ..lower.vta_conv import check_fits
-
     for axis in ("co", "h"):
         t = replace(one, vthreads=2, vthread_axis=axis)
         try:
             check_fits(shape, cfg, t)
             return t
-        except Exception:  # noqa: BLE001 - an axis that does not divide, or a buffer over: try the other
+        except ScheduleError:  # an axis that does not divide, or a buffer over: try the other
             continue
     return None
 
