@@ -34,7 +34,6 @@ with reset); ALU sets acc[dst] = op(acc[dst], imm or acc[src])."""
 from __future__ import annotations
 
 import struct
-from dataclasses import fields
 
 from ..errors import LoweringError
 from ..ir.vta_insn import (
@@ -204,7 +203,6 @@ def disassemble(insns, uops=(), cfg: VTAConfig | None = None) -> str:
     return "\n".join(lines)
 
 
-FIELD_NAMES = {cls.__name__: tuple(f.name for f in fields(cls)) for cls in (MemInsn, GemmInsn, AluInsn, FinishInsn)}
 
 __all__ = ["AluInsn", "AluOp", "Deps", "FinishInsn", "GemmInsn", "Insn", "MemInsn", "MemType", "Module", "Opcode",
            "Uop", "decode", "decode_uops", "disassemble", "encode", "encode_uops", "field_positions", "module_of",

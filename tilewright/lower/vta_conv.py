@@ -312,7 +312,7 @@ class _Builder:
 
 
 def _regions(cfg: VTAConfig, shape: ConvShape, n_uops: int) -> tuple[dict, int]:
-    align = max(256, cfg.wgt_elem_bytes, cfg.acc_elem_bytes, cfg.inp_elem_bytes)
+    align = cfg.dram_align
     sizes = {"uop": 4 * n_uops,
              "data": shape.batch * shape.in_channels * shape.height * shape.width,
              "kernel": shape.out_channels * shape.in_channels * shape.kernel_h * shape.kernel_w,

@@ -44,7 +44,7 @@ def lower_for_vta(s, args, name: str = "kernel"):
 
 def select_program(func, cfg: VTAConfig) -> SelectedProgram:
     """Instructions for `func` (lowered without the CPU passes: vthreads injected, storage flat)."""
-    align = max(256, cfg.wgt_elem_bytes, cfg.acc_elem_bytes, cfg.inp_elem_bytes)
+    align = cfg.dram_align
     offsets, at = {}, 0
     for b in func.args:
         offsets[id(b)] = at

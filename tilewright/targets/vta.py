@@ -117,6 +117,11 @@ class VTAConfig:
         return _log2(self.acc_depth, "accumulator buffer depth")
 
     @property
+    def dram_align(self) -> int:
+        """Bytes every operand region of device memory starts on: whole elements of every buffer."""
+        return max(256, self.inp_elem_bytes, self.wgt_elem_bytes, self.acc_elem_bytes)
+
+    @property
     def macs_per_cycle(self) -> int:
         return self.batch * self.block_in * self.block_out
 
