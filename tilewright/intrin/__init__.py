@@ -8,12 +8,14 @@ declared semantics, so a wrong layout map fails on any host.
 
 Sits on top: imports te, reference, lower layers and targets. Public names: `decl_tensor_intrin`,
 `TensorIntrin`, `Emitter`, `get`, `registered`, `register`, `run_lowered`, `vta_gemm` (the VTA-like
-accelerator's GEMM micro-op, for its configuration)."""
+accelerator's GEMM micro-op, for its configuration), `embed` (ranked embeddings of an intrinsic into an
+operator by constraint programming, with the rewrites that realize them; needs OR-Tools)."""
 
 from .declare import Emitter, TensorIntrin, decl_tensor_intrin
+from .embed import Embedding, EmbeddingError, Rewrite, SolverTimeout, embed
 from .interpret import run_lowered
 from .registry import get, register, registered
 from .vta import vta_gemm
 
-__all__ = ["Emitter", "TensorIntrin", "decl_tensor_intrin", "get", "register", "registered", "run_lowered",
-           "vta_gemm"]
+__all__ = ["Embedding", "EmbeddingError", "Emitter", "Rewrite", "SolverTimeout", "TensorIntrin", "decl_tensor_intrin",
+           "embed", "get", "register", "registered", "run_lowered", "vta_gemm"]

@@ -44,7 +44,7 @@ class _Use:
     expr: Expr  # the stage's expression (loads already on buffers)
 
 
-class _Mismatch(Exception):
+class BodyMismatch(Exception):
     pass
 
 
@@ -76,29 +76,29 @@ def _pairings(region, dom, intrin_axes):
     return [sum(choice, []) for choice in itertools.product(*per_group)]
 
 
-def _match_expr(pat: Expr, e: Expr, placeholders: dict, uses: list[_Use]) -> None:
+def match_body(pat: Expr, e: Expr, placeholders: dict, uses: list[_Use]) -> None:
     """`e` computes what `pat` (the intrinsic's body) does, reading the stage's
     expressions where `pat` reads the intrinsic's inputs."""
     if isinstance(pat, Load) and id(pat.tensor) in placeholders:
         if e.dtype != pat.dtype:
-            raise _Mismatch(f"operand '{pat.tensor.name}' is {pat.dtype}, the stage reads {e.dtype} there (`{e}`)")
+            raise BodyMismatch(f"operand '{pat.tensor.name}' is {pat.dtype}, the stage reads {e.dtype} there (`{e}`)")
         uses.append(_Use(pat.tensor, pat.indices, e))
         return
     if type(pat) is not type(e) or pat.dtype != e.dtype:
-        raise _Mismatch(f"the intrinsic computes `{pat}`, the stage `{e}`")
+        raise BodyMismatch(f"the intrinsic computes `{pat}`, the stage `{e}`")
     if isinstance(pat, Cast):
-        _match_expr(pat.value, e.value, placeholders, uses)
+        match_body(pat.value, e.value, placeholders, uses)
     elif isinstance(pat, Binary):
         if pat.op is not e.op:
-            raise _Mismatch(f"the intrinsic computes `{pat}`, the stage `{e}`")
+            raise BodyMismatch(f"the intrinsic computes `{pat}`, the stage `{e}`")
         orders = [(e.a, e.b), (e.b, e.a)] if pat.op in (BinOp.ADD, BinOp.MUL) else [(e.a, e.b)]
         last = None
         for a, b in orders:
             trial: list[_Use] = []
             try:
-                _match_expr(pat.a, a, placeholders, trial)
-                _match_expr(pat.b, b, placeholders, trial)
-            except _Mismatch as exc:
+                match_body(pat.a, a, placeholders, trial)
+                match_body(pat.b, b, placeholders, trial)
+            except BodyMismatch as exc:
                 last = exc
                 continue
             uses.extend(trial)
@@ -106,9 +106,9 @@ def _match_expr(pat: Expr, e: Expr, placeholders: dict, uses: list[_Use]) -> Non
         raise last
     elif isinstance(pat, Const):
         if pat.value != e.value:
-            raise _Mismatch(f"the intrinsic has constant {pat.value}, the stage {e.value}")
+            raise BodyMismatch(f"the intrinsic has constant {pat.value}, the stage {e.value}")
     elif structural_key(pat) != structural_key(e):
-        raise _Mismatch(f"the intrinsic computes `{pat}`, the stage `{e}`")
+        raise BodyMismatch(f"the intrinsic computes `{pat}`, the stage `{e}`")
 
 
 def _coefficients(flat: Expr, region_ids: set[int], ranges):
@@ -194,7 +194,7 @@ def tensorize_nest(stage, axis: IterVar, intrin, frame, buf: Buffer, offsets, so
         try:
             return _build(stage, axis, intrin, frame, buf, offsets, source, value, scalar, init, pairing,
                           region, zero, placeholders, body_pat, ctx)
-        except _Mismatch as exc:
+        except BodyMismatch as exc:
             first_error = first_error or exc
     raise _fail(stage, axis, intrin, str(first_error))
 
@@ -207,23 +207,23 @@ def _build(stage, axis, intrin, frame, buf, offsets, source, value, scalar, init
     if source is not None:
         stage_body = frame.body
         if body_pat.combiner.name != stage_body.combiner.name:
-            raise _Mismatch(f"the intrinsic reduces by {body_pat.combiner.name}, the stage by "
+            raise BodyMismatch(f"the intrinsic reduces by {body_pat.combiner.name}, the stage by "
                             f"{stage_body.combiner.name}")
-        _match_expr(body_pat.source, source, placeholders, uses)
+        match_body(body_pat.source, source, placeholders, uses)
         if body_pat.condition is not None:
-            raise _Mismatch("intrinsics with a reduction condition are not supported")
+            raise BodyMismatch("intrinsics with a reduction condition are not supported")
     else:
-        _match_expr(body_pat, value, placeholders, uses)
+        match_body(body_pat, value, placeholders, uses)
     by_placeholder = {}
     for u in uses:
         seen = by_placeholder.setdefault(id(u.placeholder), u)
         if seen is not u and (structural_key(seen.expr) != structural_key(u.expr)
                               or any(structural_key(p) != structural_key(q) for p, q in zip(seen.indices, u.indices))):
-            raise _Mismatch(f"the intrinsic reads '{u.placeholder.name}' twice, the stage reads `{seen.expr}` and "
+            raise BodyMismatch(f"the intrinsic reads '{u.placeholder.name}' twice, the stage reads `{seen.expr}` and "
                             f"`{u.expr}` there")
     missing = [t.name for t in intrin.inputs if id(t) not in by_placeholder]
     if missing:
-        raise _Mismatch(f"the intrinsic's inputs {missing} are not read by its body")
+        raise BodyMismatch(f"the intrinsic's inputs {missing} are not read by its body")
     _check_ranges(intrin, by_placeholder, frame, ctx)
     axis_of = {id(a): v for v, a in pairing}
     operands, strides, staged = [], [], []
@@ -244,10 +244,10 @@ def _build(stage, axis, intrin, frame, buf, offsets, source, value, scalar, init
     out_indices = tuple(out_op_axis for out_op_axis in intrin.output.op.axis)
     out_strides = None if coef is None else _solve_strides(coef, out_indices, pairing)
     if out_strides is None:
-        raise _Mismatch(f"the output '{buf.name}' is not written at an affine address of the paired loops "
+        raise BodyMismatch(f"the output '{buf.name}' is not written at an affine address of the paired loops "
                         f"(`{out_flat}`)")
     if not _fits(out_strides, intrin.layouts[-1], intrin.output.shape):
-        raise _Mismatch(f"the output '{buf.name}' has strides {list(out_strides)} along the intrinsic's axes, it "
+        raise BodyMismatch(f"the output '{buf.name}' has strides {list(out_strides)} along the intrinsic's axes, it "
                         f"needs {list(intrin.layouts[-1])}; reorder its storage (storage_order) or split so "
                         f"that they match")
     operands.append(Load(buf, tuple(_zero_region(o, zero, ranges) for o in offsets), buf.dtype))
@@ -278,7 +278,7 @@ def _check_ranges(intrin, uses: dict, frame, ctx) -> None:
             continue
         have = expr_range(uses[id(t)].expr, range_of)
         if have is None or have[0] < need[0] or have[1] > need[1]:
-            raise _Mismatch(f"operand '{t.name}' must lie in {list(need)} for this intrinsic to be exact, and the "
+            raise BodyMismatch(f"operand '{t.name}' must lie in {list(need)} for this intrinsic to be exact, and the "
                             f"stage's `{uses[id(t)].expr}` is only known to lie in {list(have) if have else 'nothing'}"
                             f"; declare the input's range (tw.placeholder(..., value_range=...)) or use an "
                             f"intrinsic exact for every value")
@@ -305,14 +305,14 @@ def _stage_operand(stage, axis, intrin, u: _Use, t, pairing, axis_of, region, ze
     axes_used = []
     for ix in u.indices:
         if not isinstance(ix, IterVar) or id(ix) not in axis_of:
-            raise _Mismatch(f"operand '{t.name}' is not a plain read in the stage (`{u.expr}`) and its index "
+            raise BodyMismatch(f"operand '{t.name}' is not a plain read in the stage (`{u.expr}`) and its index "
                             f"`{ix}` is not one axis of the intrinsic, so it cannot be staged")
         axes_used.append(ix)
     loops_used = {id(axis_of[id(a)]) for a in axes_used}
     paired = {id(v) for v, _ in pairing}
     for n in walk(u.expr):
         if isinstance(n, Var) and id(n) in paired and id(n) not in loops_used:
-            raise _Mismatch(f"operand '{t.name}' (`{u.expr}`) depends on loop '{n.name}', which its indices in "
+            raise BodyMismatch(f"operand '{t.name}' (`{u.expr}`) depends on loop '{n.name}', which its indices in "
                             f"the intrinsic do not use")
     local = Buffer(f"{stage.name}_{t.name}_staged", tuple(t.shape), t.dtype, Scope.LOCAL)
     fill_vars = [IterVar(f"{t.name}_s{d}", extent=n) for d, n in enumerate(t.shape)]
@@ -338,7 +338,7 @@ def _guarded(call: Stmt, scalar: Stmt, frame, region_ids, region) -> Stmt:
         lin_ok = all(c > 0 for atom, c in to_linear(_lhs(g)).terms.values()
                      if isinstance(atom, Var) and id(atom) in region_ids)
         if not lin_ok:
-            raise _Mismatch(f"the guard `{g}` of an inexact split is not increasing in the tile's loops")
+            raise BodyMismatch(f"the guard `{g}` of an inexact split is not increasing in the tile's loops")
         cond = simplify(substitute(g, last))
         whole = cond if whole is None else arith.binary(BinOp.AND, whole, cond)
     if isinstance(whole, Const):
