@@ -40,6 +40,7 @@ def _run(shape, cfg, tiling, epilogue=TVM_EPILOGUE, seed=0, checked=True):
     (ConvShape(1, 16, 12, 10, 16, 5, 3, 2, 1, 1, 1), VTATiling(3, 10, 1, 1, 4, "h")),
     (ConvShape(1, 32, 7, 9, 16, 1, 1, 0, 0, 2, 2), VTATiling(4, 5, 1, 2, 1)),  # odd rows, skipped by the DMA
     (ConvShape(1, 32, 13, 8, 16, 1, 1, 0, 0, 3, 1), VTATiling(1, 8, 1, 1, 5, "h")),
+    (ConvShape(1, 16, 6, 6, 16, 3, 3, 5, 5, 1, 1), VTATiling(1, 2, 1, 1, 2, "h")),  # windows wholly in the pad
 ])
 def test_convolutions_are_bit_exact(shape, tiling):
     kernel, got, want = _run(shape, CFG, tiling)

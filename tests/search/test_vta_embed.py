@@ -7,7 +7,14 @@ import pytest
 from tilewright.intrin import EmbeddingError, embed, vta_gemm
 from tilewright.lower.vta_conv import TVM_EPILOGUE, lower_conv2d
 from tilewright.runtime.vta_kernel import VTAKernel
-from tilewright.search.vta_embed import ConvProblem, Mapping, realize, reference_embedding
+from tilewright.search.vta_embed import (
+    ConvProblem,
+    EmbeddedConv,
+    Mapping,
+    choose_embedding,
+    realize,
+    reference_embedding,
+)
 from tilewright.search.vta_tune import default_tiling
 from tilewright.targets.vta import VTAConfig
 
@@ -81,3 +88,19 @@ def test_digits_must_fill_the_block():
     bad = Mapping((), ((("o",), 8, 1),), ((("rc",), 16, 1),), frozenset())
     with pytest.raises(EmbeddingError, match="multiply to 16"):
         realize(p, bad, VTA16)
+
+
+def test_the_choice_by_cycles_runs_bit_exact():
+    """choose_embedding: the template and the top embeddings by simulated cycles; the chosen one, packed once,
+    runs NCHW in and out."""
+    p = ConvProblem(1, 3, 24, 24, 32, 3, 3, 1, 1, name="stem")
+    r, tiling, tried = choose_embedding(p, VTA16)
+    assert r.mapping.label != "padding reference"  # padding 3 channels to 16 costs 5.3x the MACs
+    assert min(c for _, _, c, _ in tried if c) == min(c for _, t, c, _ in tried if c and t == tiling)
+    rng = np.random.default_rng(2)
+    x = rng.integers(-128, 128, (1, 3, 24, 24), dtype=np.int8)
+    w = rng.integers(-128, 128, (32, 3, 3, 3), dtype=np.int8)
+    bias = rng.integers(-64, 64, 32).astype(np.int32)
+    conv = EmbeddedConv(r, w, bias, tiling=tiling)
+    np.testing.assert_array_equal(conv(x), conv_reference(p, x, w, bias))
+    assert conv.stats().cycles == min(c for _, _, c, _ in tried if c)

@@ -13,8 +13,10 @@ residual adds align their operands by rounding right shifts; max pooling is exac
 int8; the head sums the last feature map in int32 and multiplies by int8
 classifier weights, then scales to float on the host. Convolutions whose
 channels are multiples of the GEMM block go to the accelerator (its default
-or recorded tiling), the others (the first, with 3 input channels) and every
-other node run as tilewright kernels on the CPU. `module.summary()` gives the
+or recorded tiling); one whose input channels are not (the first, with 3)
+goes through the embedding `tw.intrin.embed` ranks best by simulated cycles
+(host gathers around a native accelerator conv); every other node runs as a
+tilewright kernel on the CPU. `module.summary()` gives the
 split and each offloaded layer's simulated cycles; `module.check(x)` runs the
 whole quantized graph in the reference evaluator and compares bit for bit."""
 
@@ -40,6 +42,9 @@ class _Step:
     params: list = field(default_factory=list)  # arrays, in the order make() declares placeholders
     kernel: object = None
     stats: dict = field(default_factory=dict)
+    # a convolution the GEMM block does not divide, run through an embedding: (ConvProblem, int8 OIHW weights,
+    # int32 bias, Epilogue)
+    embedded: tuple | None = None
 
 
 def _exponent(max_abs: float, limit: int = 127) -> int:
@@ -102,13 +107,24 @@ class _Quantizer:
         bq = np.round(bias * 2.0 ** f_out).astype(np.int32).reshape(1, -1, 1, 1, 1, b)
         shift, lo = f_in + f_w - f_out, (0 if out != node.outputs[0] else -128)
         device = "vta" if w.shape[1] % b == 0 and w.shape[0] % b == 0 and pt <= 15 else "cpu"
+        embedded = None
+        if device == "cpu" and w.shape[0] % b == 0:  # input channels off the block: ask the embedder
+            from ..lower.vta_conv import Epilogue
+            from ..search.vta_embed import ConvProblem
+
+            n, c, h, wd = self.g.type_of(x).shape
+            sh, sw = a["stride"]
+            problem = ConvProblem(n, c, h, wd, w.shape[0], w.shape[2], w.shape[3], pt, pl, sh, sw, name=out)
+            w_int8 = np.clip(np.round(w * 2.0 ** f_w), -127, 127).astype(np.int8)
+            embedded = (problem, w_int8, bq.reshape(-1), Epilogue(shift, True, lo, 127, round=True))
+            device = "vta"
 
         def make(t, name=out, wshape=wq.shape, bshape=bq.shape, stride=tuple(a["stride"]), pad=(pt, pl)):
             wt = placeholder(wshape, "int8", f"{name}_w")
             bt = placeholder(bshape, "int32", f"{name}_b")
             return shift_bias_clip(conv2d_blocked(t, wt, stride, pad), bt, shift, lo, 127, name=name,
                                    round_half_up=True), [wt, bt]
-        self.steps.append(_Step(out, device, (x,), make, [wq, bq]))
+        self.steps.append(_Step(out, device, (x,), make, [wq, bq], embedded=embedded))
 
     def add(self, node) -> None:
         from ..te import compute, const
@@ -218,6 +234,32 @@ def quantize(graph: Graph, calibration: list[np.ndarray], block: int = 16) -> _Q
     return q
 
 
+class _EmbeddedStep:
+    """A convolution whose input channels the GEMM block does not divide (the first layer's 3), on the
+    accelerator through the embedding with the fewest simulated cycles (search/vta_embed.py): the graph's blocked
+    activation is unblocked, gathered into the embedding's layout, convolved, gathered back and blocked."""
+
+    def __init__(self, problem, weight, bias, epilogue, cfg, block: int):
+        from ..search.vta_embed import EmbeddedConv, choose_embedding
+
+        realization, tiling, self.tried = choose_embedding(problem, cfg, epilogue=epilogue)
+        self.conv = EmbeddedConv(realization, weight, bias, epilogue, tiling)
+        self.block, self.channels = block, problem.in_channels
+
+    def __call__(self, x, _weight, _bias, out):
+        n, cb, h, w, _, b = x.shape
+        nchw = x[:, :, :, :, 0, :].transpose(0, 1, 4, 2, 3).reshape(n, cb * b, h, w)[:, :self.channels]
+        out[...] = _blocked_act(self.conv(nchw), self.block)
+        return out
+
+    def stats(self):
+        return self.conv.stats()
+
+    @property
+    def source(self) -> str:
+        return self.conv.source
+
+
 class VTAModule:
     """The quantized model: `module(x)` (float NCHW) -> float logits; `summary()`; `check(x)`."""
 
@@ -234,7 +276,10 @@ class VTAModule:
             out, params = st.make(*ins)
             shapes[st.name] = out.shape
             st.out_type = (out.shape, out.dtype.name)
-            st.kernel = tw.build([*ins, *params, out], target=target if st.device == "vta" else "cpu")
+            if st.embedded:
+                st.kernel = _EmbeddedStep(*st.embedded, target.vta, q.b)
+            else:
+                st.kernel = tw.build([*ins, *params, out], target=target if st.device == "vta" else "cpu")
 
     def quantize_input(self, x: np.ndarray) -> np.ndarray:
         f = self.q.exp[self.graph.inputs[0]]
@@ -280,7 +325,8 @@ class VTAModule:
         for st in self.steps:
             s, sh = st.stats, st.out_type[0]
             dims = f"{sh[1] * sh[-1]} x {sh[2]} x {sh[3]}" if len(sh) == 6 else f"{sh[1] * sh[-1]}"
-            lines.append(f"| {st.name} | {dims} | {st.device} | {s.get('cycles', '')} | "
+            device = st.device + (f" ({st.kernel.conv.realization.mapping.label})" if st.embedded else "")
+            lines.append(f"| {st.name} | {dims} | {device} | {s.get('cycles', '')} | "
                          f"{'%.0f%%' % (100 * s['gemm_utilization']) if 'cycles' in s else ''} | "
                          f"{s.get('seconds', 0):.4f} |")
         total = sum(st.stats.get("cycles", 0) for st in self.steps)

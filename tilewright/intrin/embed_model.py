@@ -148,13 +148,10 @@ class _Model:
         operator axes; an operand's elements are read from its table."""
         m, op = self.m, self.op
         every = list(range(len(self.plans)))
-        if math.prod(len(ps) for ps in self.plans) <= 200_000:  # exact table over every plan combination
-            combos = self._all_combos(every)
-            values = [_combo_macs(op, [self.plans[a][k] for a, k in enumerate(c)]) for c in combos]
-            self.macs = m.NewIntVar(min(values), max(values), "macs")
-            m.AddElement(self._flat(every), values, self.macs)
-        else:
-            self.macs = self._product(self._mac_factors())
+        if math.prod(len(ps) for ps in self.plans) <= 200_000:
+            self._linear_objective(every)
+            return
+        self.macs = self._product(self._mac_factors())
         self.data_min = sum(operand_elements(oa, op, []) for _, oa in self.accesses)
         sizes = []
         for touching, table in self.tables:
@@ -166,6 +163,39 @@ class _Model:
             m.AddElement(self._flat(touching), [values.get(c, 0) for c in self._all_combos(touching)], v)
             sizes.append(v)
         self.data = sum(sizes)
+        wm, wd = self.opts.weights
+        self.objective = wm * (self.macs - op.macs) + wd * (self.data - self.data_min)
+        m.Minimize(self.objective)
+
+    def _linear_objective(self, every):
+        """One literal per complete plan combination that every operand's table allows, linked to the plan
+        literals: the objective is then linear in them, with exact MAC and element counts."""
+        m, op = self.m, self.op
+        chosen, macs_terms, data_terms = [], [], []
+        self.data_min = sum(operand_elements(oa, op, []) for _, oa in self.accesses)
+        links: dict[tuple[int, int], list] = {}
+        for c in self._all_combos(every):
+            plans = [self.plans[a][k] for a, k in enumerate(c)]
+            n = _combo_macs(op, plans)
+            rows = [table.get(tuple(c[a] for a in touching)) for touching, table in self.tables]
+            if not n or any(r is None for r in rows):
+                continue
+            x = m.NewBoolVar("")
+            chosen.append(x)
+            macs_terms.append(n * x)
+            data_terms.append(sum(r[0] for r in rows) * x)
+            for a, k in enumerate(c):
+                links.setdefault((a, k), []).append(x)
+        if not chosen:
+            m.AddBoolOr([])
+            self.macs = self.data = m.NewConstant(0)
+            self.objective = 0
+            return
+        m.AddExactlyOne(chosen)
+        for a, lits in enumerate(self.lit):
+            for k, lit in enumerate(lits):
+                m.Add(lit == sum(links.get((a, k), [])))
+        self.macs, self.data = sum(macs_terms), sum(data_terms)
         wm, wd = self.opts.weights
         self.objective = wm * (self.macs - op.macs) + wd * (self.data - self.data_min)
         m.Minimize(self.objective)

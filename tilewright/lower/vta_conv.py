@@ -255,14 +255,17 @@ class _Builder:
         if self.unchanged("inp", v, (n, h, w, cstep)):
             return
         r0, c0 = h * t.tile_h * s.stride_h - s.pad_h, w * t.tile_w * s.stride_w - s.pad_w
-        ypad0, xpad0 = max(0, -r0), max(0, -c0)
+        # a window can lie wholly in the padding (pad wider than the kernel): then the load only fills zeros
+        ypad0, xpad0 = min(max(0, -r0), self.in_h), min(max(0, -c0), self.in_w)
         last = r0 + (self.in_h - 1) * self.row_step
-        ypad1 = max(0, -(-(last - s.height + 1) // self.row_step))
-        xpad1 = max(0, c0 + self.in_w - s.width)
+        ypad1 = min(max(0, -(-(last - s.height + 1) // self.row_step)), self.in_h - ypad0)
+        xpad1 = min(max(0, c0 + self.in_w - s.width), self.in_w - xpad0)
         for ci in range(t.tile_ci):
             cb = cstep * t.tile_ci + ci
             sram = v * self.inp_slot + ci * self.in_h * self.in_w
-            dram = base + ((n * b.cb + cb) * s.height + r0 + ypad0) * s.width + c0 + xpad0
+            empty = ypad0 + ypad1 == self.in_h or xpad0 + xpad1 == self.in_w
+            row, col = (0, 0) if empty else (r0 + ypad0, c0 + xpad0)
+            dram = base + ((n * b.cb + cb) * s.height + row) * s.width + col
             self.emit(MemInsn(Opcode.LOAD, MemType.INP, sram, dram, self.in_h - ypad0 - ypad1,
                               self.in_w - xpad0 - xpad1, s.width * self.row_step, ypad0, ypad1, xpad0, xpad1),
                       writes=[Access("inp", sram, sram + self.in_h * self.in_w)])

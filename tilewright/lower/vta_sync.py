@@ -22,12 +22,13 @@ simulator checks finite depths)."""
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ..errors import LoweringError
-from ..ir.vta_insn import FinishInsn, Insn, Module, module_of
+from ..ir.vta_insn import Deps, FinishInsn, Insn, Module, module_of
 
 
 @dataclass(frozen=True)
@@ -106,9 +107,22 @@ def insert_tokens(steps: list[Step], depths: dict[str, int]) -> list[Insn]:
             flags.setdefault(x, set()).add(push)
             flags.setdefault(y, set()).add(pop)
     out = [s.insn for s in steps]
+    deps: dict[tuple, Deps] = {}
     for n, names in flags.items():
-        out[n] = replace(out[n], deps=replace(out[n].deps, **dict.fromkeys(names, True)))
+        d = out[n].deps
+        key = (d, frozenset(names))
+        if key not in deps:
+            deps[key] = replace(d, **dict.fromkeys(names, True))
+        out[n] = _with_deps(out[n], deps[key])
     return out
+
+
+def _with_deps(insn: Insn, deps: Deps) -> Insn:
+    """`replace(insn, deps=deps)` without re-running the dataclass constructor (a hot path: every flagged
+    instruction of a large program)."""
+    new = copy.copy(insn)
+    object.__setattr__(new, "deps", deps)
+    return new
 
 
 def check_theorem_3_1(insns: list[Insn]) -> None:

@@ -21,6 +21,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..errors import ShapeError
 from ..intrin.affine_form import EmbeddingError
 from ..lower.vta_conv import TVM_EPILOGUE, ConvShape, Epilogue
@@ -61,11 +63,12 @@ class ConvProblem:
         return (self.batch * self.out_channels * self.out_h * self.out_w * self.in_channels * self.kernel_h
                 * self.kernel_w)
 
-    def te(self):
-        """The operator as a te computation (what `tw.intrin.embed` analyses)."""
+    def te(self, data_dtype: str = "int8"):
+        """The operator as a te computation (what `tw.intrin.embed` analyses); x86's dot products read uint8
+        activations."""
         from ..ops import conv2d
 
-        x = placeholder((self.batch, self.in_channels, self.height, self.width), "int8", name="data")
+        x = placeholder((self.batch, self.in_channels, self.height, self.width), data_dtype, name="data")
         w = placeholder((self.out_channels, self.in_channels, self.kernel_h, self.kernel_w), "int8", name="weight")
         return conv2d(x, w, stride=(self.stride_h, self.stride_w), padding=(self.pad_h, self.pad_w),
                       dilation=(self.dilation_h, self.dilation_w), out_dtype="int32")
@@ -138,4 +141,128 @@ def realize(p: ConvProblem, mapping: Mapping, cfg: VTAConfig, epilogue: Epilogue
     return Realization(p, mapping, cfg, shape, layout)
 
 
-__all__ = ["ConvProblem", "Mapping", "Realization", "realize", "reference_embedding"]
+
+
+def pad_and_block(x: np.ndarray, cfg: VTAConfig, channels: int) -> np.ndarray:
+    """TVM's own transform for its template: pad batch and channels to the block, then block
+    (N, C, H, W) -> (N/b, C/bi, H, W, b, bi) with one transpose; what the padding reference pays."""
+    n, c, h, w = x.shape
+    nb, cb = -(-n // cfg.batch), channels // cfg.block_in
+    xp = np.zeros((nb * cfg.batch, channels, h, w), x.dtype)
+    xp[:n, :c] = x
+    return np.ascontiguousarray(xp.reshape(nb, cfg.batch, cb, cfg.block_in, h, w).transpose(0, 2, 4, 5, 1, 3))
+
+
+def unblock(out: np.ndarray, n: int, k: int) -> np.ndarray:
+    """(N/b, K/bo, OH, OW, b, bo) -> (N, K, OH, OW), cropping the padding."""
+    nb, kb, oh, ow, b, bo = out.shape
+    return np.ascontiguousarray(out.transpose(0, 4, 1, 5, 2, 3).reshape(nb * b, kb * bo, oh, ow)[:n, :k])
+
+
+def run_realization(r: Realization, x: np.ndarray, w: np.ndarray, bias: np.ndarray, tiling=None,
+                    epilogue: Epilogue = TVM_EPILOGUE):
+    """(NCHW int8 output, the simulated kernel) of `r` on the simulator with `tiling` (default: untuned)."""
+    from ..lower.vta_conv import lower_conv2d
+    from ..runtime.vta_kernel import VTAKernel
+    from .vta_tune import default_tiling
+
+    kernel = VTAKernel(lower_conv2d(r.shape, r.cfg, tiling or default_tiling(r.shape, r.cfg, epilogue), epilogue))
+    out = kernel(r.layout.pack_data(x), r.layout.pack_weight(w), r.layout.pack_bias(bias))
+    return r.layout.unpack(out), kernel
+
+
+
+
+class EmbeddedConv:
+    """A convolution run on the accelerator through an embedding: the realization's host gathers around one
+    native accelerator convolution. Constant weights and bias are packed once, here. Called with NCHW int8
+    data, returns NCHW int8; `stats()` / `time()` are the simulated kernel's, `transform_seconds` the host
+    gathers' wall time of the last call (measured)."""
+
+    def __init__(self, r: Realization, weight: np.ndarray, bias: np.ndarray | None, epilogue: Epilogue = TVM_EPILOGUE,
+                 tiling=None):
+        from ..lower.vta_conv import lower_conv2d
+        from ..runtime.vta_kernel import VTAKernel
+        from .vta_tune import default_tiling
+
+        self.realization, self.epilogue = r, epilogue
+        self.kernel = VTAKernel(lower_conv2d(r.shape, r.cfg, tiling or default_tiling(r.shape, r.cfg, epilogue),
+                                             epilogue))
+        self.weight = r.layout.pack_weight(np.asarray(weight, np.int8))
+        self.bias = r.layout.pack_bias(np.asarray(bias, np.int32)) if epilogue.bias else None
+        self.transform_seconds = 0.0
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        import time
+
+        t0 = time.perf_counter()
+        data = self.realization.layout.pack_data(np.asarray(x, np.int8))
+        t1 = time.perf_counter()
+        out = self.kernel(data, self.weight, self.bias)
+        t2 = time.perf_counter()
+        result = self.realization.layout.unpack(out)
+        self.transform_seconds = (t1 - t0) + (time.perf_counter() - t2)
+        return result
+
+    def stats(self):
+        return self.kernel.stats()
+
+    def time(self):
+        return self.kernel.time()
+
+    @property
+    def source(self) -> str:
+        return f"; {self.realization.describe()}\n{self.kernel.source}"
+
+
+def choose_embedding(p: ConvProblem, cfg: VTAConfig, top_k: int = 5, epilogue: Epilogue = TVM_EPILOGUE):
+    """The realization with the fewest simulated cycles (untuned tilings) among TVM's padding template and the
+    top-k embeddings: (best realization, its tiling, [(label, tiling, cycles, why not)]). The search's choice
+    among embeddings, by the simulator's cycles."""
+    from ..intrin import embed, vta_gemm
+    from ..lower.vta_conv import lower_conv2d
+    from ..runtime.vta_kernel import VTAKernel
+    candidates = [reference_embedding(p, cfg)] + [Mapping.of(e) for e in embed(p.te(), vta_gemm(cfg), top_k=top_k)]
+    tried, best = [], None
+    for m in candidates:
+        try:
+            r = realize(p, m, cfg, epilogue)
+        except (EmbeddingError, ShapeError) as exc:
+            tried.append((m.label, None, None, str(exc)))
+            continue
+        for tiling in _quick_tilings(r.shape, cfg, epilogue):
+            kernel = VTAKernel(lower_conv2d(r.shape, cfg, tiling, epilogue))
+            sh = kernel.shapes
+            kernel(np.zeros(sh["data"], np.int8), np.zeros(sh["kernel"], np.int8),
+                   np.zeros(sh["bias"], np.int32) if epilogue.bias else None)
+            cycles = kernel.stats().cycles
+            tried.append((m.label, tiling, cycles, ""))
+            if best is None or cycles < best[2]:
+                best = (r, tiling, cycles)
+    if best is None:
+        raise EmbeddingError(f"VTA {cfg.block}: no realization of {p} runs: " + "; ".join(w for *_, w in tried))
+    return best[0], best[1], tried
+
+
+def _quick_tilings(shape: ConvShape, cfg: VTAConfig, epilogue: Epilogue):
+    """The default tiling, and the same with every input-channel block in one step where that fits: an
+    im2col-unrolled layer has many channel blocks and small weights, which then stay on chip."""
+    from dataclasses import replace
+
+    from ..errors import ScheduleError
+    from ..lower.vta_conv import check_fits
+    from .vta_tune import default_tiling
+
+    t = default_tiling(shape, cfg, epilogue)
+    yield t
+    wide = replace(t, tile_ci=shape.in_channels // cfg.block_in)
+    if wide != t:
+        try:
+            check_fits(shape, cfg, wide, epilogue)
+        except ScheduleError:
+            return
+        yield wide
+
+
+__all__ = ["ConvProblem", "EmbeddedConv", "Mapping", "Realization", "choose_embedding", "pad_and_block", "realize",
+           "reference_embedding", "run_realization", "unblock"]

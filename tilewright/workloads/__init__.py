@@ -5,8 +5,10 @@
 README there gives the provenance). `resnet50_conv.json` is a copy of
 ../shared/benchmarks/resnet50_conv.json (ResNet-50 v1.5's unique convolution
 layers, batch 1, with how often each occurs); it appears in `suite()` as the
-operator "R50", conv2d cases like C2D's. Imports nothing from tilewright.
-Public names: suite, suite_case."""
+operator "R50", conv2d cases like C2D's. `deepbench_conv_inference*.json` are
+copies of ../shared/benchmarks' (Baidu DeepBench's inference convolutions,
+server and device sets, int8). Imports nothing from tilewright.
+Public names: suite, suite_case, deepbench_convs."""
 
 from __future__ import annotations
 
@@ -16,6 +18,18 @@ from pathlib import Path
 
 _SUITE = Path(__file__).with_name("flextensor_suite.json")
 _RESNET50 = Path(__file__).with_name("resnet50_conv.json")
+_DEEPBENCH = {"server": "deepbench_conv_inference.json", "device": "deepbench_conv_inference_device.json"}
+
+
+def deepbench_convs(sets=("server", "device")) -> list[dict]:
+    """DeepBench's inference convolutions: dicts with name, N, C, H, W, K (out channels), R (kernel height),
+    S (kernel width), pad_h, pad_w, stride_h, stride_w, in file order, `sets` concatenated."""
+    out = []
+    for s in sets:
+        if s not in _DEEPBENCH:
+            raise KeyError(f"unknown DeepBench set {s!r}; sets: {', '.join(_DEEPBENCH)}")
+        out.extend(json.loads(Path(__file__).with_name(_DEEPBENCH[s]).read_text()))
+    return out
 
 
 @lru_cache(maxsize=1)
