@@ -14,6 +14,7 @@ from tilewright.search.vta_embed import (
     choose_embedding,
     realize,
     reference_embedding,
+    tune_embedding,
 )
 from tilewright.search.vta_tune import default_tiling
 from tilewright.targets.vta import VTAConfig
@@ -104,3 +105,17 @@ def test_the_choice_by_cycles_runs_bit_exact():
     conv = EmbeddedConv(r, w, bias, tiling=tiling)
     np.testing.assert_array_equal(conv(x), conv_reference(p, x, w, bias))
     assert conv.stats().cycles == min(c for _, _, c, _ in tried if c)
+
+
+def test_tuning_chooses_among_embeddings_and_tilings():
+    p = ConvProblem(1, 8, 12, 12, 16, 3, 3, 1, 1)
+    r, tiling, seconds, tried = tune_embedding(p, VTA8, trials=12, top_k=2)
+    assert len(tried) == 3 and seconds == min(s for _, _, s, _ in tried if s)
+    assert r.mapping.label != "padding reference"  # batch 1 on 8 lanes: padding costs 8x the MACs
+    rng = np.random.default_rng(3)
+    x = rng.integers(-128, 128, (1, 8, 12, 12), dtype=np.int8)
+    w = rng.integers(-128, 128, (16, 8, 3, 3), dtype=np.int8)
+    bias = rng.integers(-64, 64, 16).astype(np.int32)
+    conv = EmbeddedConv(r, w, bias, tiling=tiling)
+    np.testing.assert_array_equal(conv(x), conv_reference(p, x, w, bias))
+    assert conv.time().seconds == pytest.approx(seconds)

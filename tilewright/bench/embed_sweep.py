@@ -42,6 +42,15 @@ def deepbench_problems() -> list[ConvProblem]:
     return [*out, PAPER_EXTRA]
 
 
+def resnet50_problems() -> list[ConvProblem]:
+    """ResNet-50's unique convolution layers (workloads/resnet50_conv.json)."""
+    from ..workloads import suite
+
+    return [ConvProblem(c["batch"], c["in_channels"], c["height"], c["width"], c["out_channels"], c["kernel"],
+                        c["kernel"], c["padding"], c["padding"], c["stride"], c["stride"], c["dilation"],
+                        c["dilation"], name=f"resnet50_{c['name']}") for c in suite()["R50"]["cases"]]
+
+
 def embed_layer(p: ConvProblem, intrin, workers: int = 2) -> dict:
     """Embed `intrin` (the VTA GEMM, or an x86 dot product reading uint8 activations) into layer `p`."""
     op = p.te("uint8" if intrin.inputs[0].dtype.name == "uint8" else "int8")
@@ -63,6 +72,21 @@ def embed_layer(p: ConvProblem, intrin, workers: int = 2) -> dict:
             "tvm_mapping": hand, "macs_ratio": first.macs / first.macs_min, "embedding": str(first)}
 
 
+def run_first(p: ConvProblem, cfg: VTAConfig, row: dict) -> None:
+    """Realize the layer's first embedding on the accelerator, run it in the simulator on random int8 data and
+    compare bit for bit with NumPy (adds 'exact' and simulated 'cycles' to `row`)."""
+    import numpy as np
+
+    from ..search.vta_embed import Mapping, realize, run_realization
+    from .vta_embed_payoff import _inputs, _numpy_conv
+
+    first = embed(p.te(), vta_gemm(cfg), pad=row["needs_padding"], top_k=1)[0]
+    x, w, bias = _inputs(p)
+    got, kernel = run_realization(realize(p, Mapping.of(first), cfg), x, w, bias)
+    row["exact"] = bool(np.array_equal(got, _numpy_conv(p, x, w, bias)))
+    row["cycles"] = kernel.stats().cycles
+
+
 def channel_growth(intrin, workers: int = 2) -> list[dict]:
     rows = []
     dtype = "uint8" if intrin.inputs[0].dtype.name == "uint8" else "int8"
@@ -78,7 +102,9 @@ def channel_growth(intrin, workers: int = 2) -> list[dict]:
 def summary(rows: list[dict], growth: list[dict]) -> dict:
     times = [r["seconds"] for r in rows]
     plain = [r for r in rows if not r["needs_padding"]]
+    ran = [r for r in rows if "exact" in r]
     return {"layers": len(rows), "embedded": len(rows), "without_padding": len(plain),
+            "simulated": len(ran), "bit_exact": sum(r["exact"] for r in ran),
             "padded_after_proof": len(rows) - len(plain),
             "tvm_mapping_on_unpadded": sum(r["tvm_mapping"] for r in plain),
             "median_seconds": median(times), "max_seconds": max(times), "sweep_seconds": sum(times),
@@ -88,12 +114,15 @@ def summary(rows: list[dict], growth: list[dict]) -> dict:
 
 def markdown(doc: dict) -> str:
     s = doc["summary"]
-    lines = [f"# DeepBench inference convolutions embedded into {doc['intrin']}", "",
+    what = "DeepBench inference convolutions" if doc["workload"] == "deepbench" else "ResNet-50's convolutions"
+    lines = [f"# {what} embedded into {doc['intrin']}", "",
              provenance_line(doc["provenance"]), "",
              f"{s['embedded']} of {s['layers']} unique layers embedded: {s['without_padding']} without padding "
              f"(first embedding = the hand mapping, output channels on the intrinsic's output lanes and input "
              f"channels on its reduction, batch on its batch axis if any, on {s['tvm_mapping_on_unpadded']} of them), "
-             f"{s['padded_after_proof']} padded after CP-SAT proved no unpadded embedding exists.", "",
+             f"{s['padded_after_proof']} padded after CP-SAT proved no unpadded embedding exists."
+             + (f" First embeddings run in the simulator (random int8 data, clip((conv >> 8) + bias)): "
+                f"{s['bit_exact']} of {s['simulated']} bit-exact against NumPy." if s.get("simulated") else ""), "",
              f"Time per layer (model build + solve, both attempts): median {s['median_seconds']:.3f} s, max "
              f"{s['max_seconds']:.3f} s; whole sweep {s['sweep_seconds']:.1f} s (CP-SAT alone: median "
              f"{s['median_solver_seconds'] * 1e3:.1f} ms).", "",
@@ -113,24 +142,31 @@ def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--block", default="1x16x16", help="VTA GEMM block batch x in x out (default 1x16x16)")
     ap.add_argument("--intrin", default="", help="a registered intrinsic instead, e.g. x86.dot_16x4_u8s8")
+    ap.add_argument("--workload", choices=("deepbench", "resnet50"), default="deepbench")
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--run", action="store_true", help="also simulate every layer's first VTA embedding and check "
+                                                       "it bit for bit against NumPy (minutes)")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
     b, i, o = (int(v) for v in args.block.split("x"))
-    intrin = get(args.intrin) if args.intrin else vta_gemm(VTAConfig(batch=b, block_in=i, block_out=o))
+    intrin_cfg = VTAConfig(batch=b, block_in=i, block_out=o)
+    intrin = get(args.intrin) if args.intrin else vta_gemm(intrin_cfg)
     rows = []
-    for p in deepbench_problems():
+    for p in deepbench_problems() if args.workload == "deepbench" else resnet50_problems():
         rows.append(embed_layer(p, intrin, args.workers))
+        if args.run and not args.intrin:
+            run_first(p, intrin_cfg, rows[-1])
         print(f"{p.name:26s} {'padded' if rows[-1]['needs_padding'] else 'exact '} {rows[-1]['seconds']:.3f} s  "
               f"{rows[-1]['embedding'].splitlines()[0].split(': ', 1)[1][:90]}", flush=True)
     growth = channel_growth(intrin, args.workers)
-    doc = {"intrin": intrin.name, "provenance": provenance(threads=args.workers), "summary": summary(rows, growth),
+    doc = {"intrin": intrin.name, "workload": args.workload, "provenance": provenance(threads=args.workers),
+           "summary": summary(rows, growth),
            "layers": rows, "growth": growth}
     text = markdown(doc)
     print(text.split("| layer")[0])
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
-        stem = f"deepbench_{intrin.name}"
+        stem = f"{args.workload}_{intrin.name}"
         (args.out / f"{stem}.json").write_text(json.dumps(doc, indent=1))
         (args.out / f"{stem}.md").write_text(text)
     return doc

@@ -264,5 +264,34 @@ def _quick_tilings(shape: ConvShape, cfg: VTAConfig, epilogue: Epilogue):
         yield wide
 
 
+
+
+def tune_embedding(p: ConvProblem, cfg: VTAConfig, trials: int = 40, top_k: int = 5,
+                   epilogue: Epilogue = TVM_EPILOGUE, seed: int = 0):
+    """The search over embeddings and tilings together: the template and the top-k embeddings are the
+    choices of one knob, each tuned (the FlexTensor search against the cycle model) with an equal share of
+    `trials`. Returns (realization, tiling, simulated seconds, [(label, tiling, seconds or None, why not)])."""
+    from ..intrin import embed, vta_gemm
+    from .vta_tune import tune_conv
+
+    candidates = [reference_embedding(p, cfg)] + [Mapping.of(e) for e in embed(p.te(), vta_gemm(cfg), top_k=top_k)]
+    share = max(1, trials // len(candidates))
+    tried, best = [], None
+    for m in candidates:
+        try:
+            r = realize(p, m, cfg, epilogue)
+        except (EmbeddingError, ShapeError) as exc:
+            tried.append((m.label, None, None, str(exc)))
+            continue
+        tiling, history = tune_conv(r.shape, cfg, trials=share, seed=seed, epilogue=epilogue)
+        seconds = min(c for t, c, _ in history if t == tiling)
+        tried.append((m.label, tiling, seconds, ""))
+        if best is None or seconds < best[2]:
+            best = (r, tiling, seconds)
+    if best is None:
+        raise EmbeddingError(f"VTA {cfg.block}: no realization of {p} runs: " + "; ".join(w for *_, w in tried))
+    return (*best, tried)
+
+
 __all__ = ["ConvProblem", "EmbeddedConv", "Mapping", "Realization", "choose_embedding", "pad_and_block", "realize",
-           "reference_embedding", "run_realization", "unblock"]
+           "reference_embedding", "run_realization", "tune_embedding", "unblock"]
