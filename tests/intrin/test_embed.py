@@ -83,3 +83,24 @@ def test_solve_time_does_not_grow_with_channels():
     large = embed(ConvProblem(1, 512, 14, 14, 512, 3, 3, 1, 1).te(), vta_gemm(VTA16), top_k=1)[0]
     assert large.axis_map() == small.axis_map()
     assert large.seconds < 20 * max(small.seconds, 0.01)
+
+
+def test_a_solver_timeout_is_reported(monkeypatch):
+    from ortools.sat.python import cp_model
+
+    from tilewright.intrin import SolverTimeout
+
+    monkeypatch.setattr(cp_model.CpSolver, "Solve", lambda self, model, *a: cp_model.UNKNOWN)
+    with pytest.raises(SolverTimeout, match="no answer within 0.5 s"):
+        embed(ConvProblem(1, 16, 8, 8, 16, 3, 3, 1, 1).te(), vta_gemm(VTA16), time_limit=0.5)
+
+
+def test_product_objective_ranks_as_the_linear_one(monkeypatch):
+    """Past LINEAR_OBJECTIVE_LIMIT combinations the objective is built from products; same ranking."""
+    from tilewright.intrin import embed_model
+
+    op, intrin = ConvProblem(1, 3, 16, 16, 32, 3, 3, 1, 1).te(), vta_gemm(VTA16)
+    linear = [(e.axis_map(), e.objective) for e in embed(op, intrin, top_k=3)]
+    monkeypatch.setattr(embed_model, "LINEAR_OBJECTIVE_LIMIT", 0)
+    product = [(e.axis_map(), e.objective) for e in embed(op, intrin, top_k=3)]
+    assert [o for _, o in product] == [o for _, o in linear] and product[0] == linear[0]

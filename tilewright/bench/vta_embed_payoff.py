@@ -151,7 +151,8 @@ def _numpy_conv(p: ConvProblem, x, w, bias) -> np.ndarray:
 
 
 def markdown(doc: dict) -> str:
-    rows, s = doc["layers"], doc["summary"]
+    order = {p.name: k for k, p in enumerate(TABLE3 + TABLE5)}
+    rows, s = sorted(doc["layers"], key=lambda r: order.get(r["layer"], 0)), doc["summary"]
     tiling = f"tuned, {doc['trials']} trials per side" if doc["trials"] else "untuned default"
     lines = [f"# Embeddings against TVM's padding template, VTA {doc['block']} (Rieber et al. Table "
              f"{doc['table']})", "", provenance_line(doc["provenance"]), "",

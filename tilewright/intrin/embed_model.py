@@ -2,23 +2,24 @@
 a CP-SAT model (Rieber et al. section 4, reformulated for a solver without
 custom propagators).
 
-The axis-parallel hyper-rectangle is parametrized: each intrinsic axis picks
-a *plan*, an ordered list of digits (operator axis, extent, stride) whose
-extents multiply to the axis' extent (one digit: a plain split; several:
-Fuse; stride > 1: Image pack into lanes of a strip; extent past the
-operator's: Pad). Every node of the intrinsic graph is then a point whose
-coordinates are linear in the plan literals, and the constraints are the
-paper's on those points: each operator axis used once (the rectangle's
-dimension choice), fixed origin, the dataflow edges (every multiply that
-reads one intrinsic data node reads one operator data node, and every
-partial sum of one accumulator lands on one output element) as linear
-equalities, and AllDifferent over multiplies and over the data nodes of each
-operand. A stencil dimension (an input index like h*s + kh) whose window the
-embedding cuts across lanes or reduction steps must be unrolled (im2col, the
-Stencil Unroll rewrite); then its data nodes are told apart in the unrolled
-layout. The objective is the paper's selection rule w . [O_MAC, O_Data]:
-multiply-accumulates and tensor elements over the unpadded minimum, exact
-products in 64-bit domains. Top-k: solve, forbid that plan choice, repeat."""
+The axis-parallel hyper-rectangle is parametrized (embed_plans.py): each
+intrinsic axis picks one *plan*, a literal per plan; each operator axis is
+used by one plan at most (the rectangle's dimension choice); the origin is
+fixed. Every node of the intrinsic graph is then a point of the operator's
+instance space determined by the plans of the axes it lies on, so the
+dataflow edges (every multiply that reads one intrinsic data node reads one
+operator data node; every partial sum of one accumulator lands on one output
+element) and AllDifferent (over each operand's data nodes; over multiplies it
+follows from distinct axes) are evaluated exactly on the nodes, per operand
+over the plan combinations of the intrinsic axes that touch it, and given to
+the solver as allowed-assignment tables. A stencil dimension (h*s + kh) whose
+window a plan cuts must be unrolled (im2col, Stencil unroll); its data nodes
+are then told apart in the unrolled layout. The objective is the paper's
+selection rule w . [O_MAC, O_Data]: multiply-accumulates and tensor elements
+over the unpadded minimum, exact integers in 64-bit domains, linear in one
+literal per complete plan combination. Top-k: solve to optimality, forbid
+that combination, solve again. `embed_check.py` states the same constraints
+for z3 at the scalar level, as a cross-check."""
 
 from __future__ import annotations
 
@@ -33,6 +34,11 @@ from .affine_form import Access, AffineForm, EmbeddingError
 from .embed_plans import Plan, macs, operand_elements, plans_for, stencil_dims, unroll_cause
 
 
+# up to this many complete plan combinations the objective is linear in one literal per combination;
+# past it, MACs are a product constraint and element counts element constraints (slower to prove optimal)
+LINEAR_OBJECTIVE_LIMIT = 200_000
+
+
 @dataclass(frozen=True)
 class Options:
     pad: bool = True
@@ -42,7 +48,7 @@ class Options:
     top_k: int = 5
     time_limit: float = 5.0
     workers: int = 2
-    portfolio: bool = True  # workers branch over the plan literals in different axis orders
+    outputs_first: bool = True  # branch on the output-side axes' plans first (the paper's variable order)
 
 
 @dataclass(frozen=True)
@@ -148,7 +154,7 @@ class _Model:
         operator axes; an operand's elements are read from its table."""
         m, op = self.m, self.op
         every = list(range(len(self.plans)))
-        if math.prod(len(ps) for ps in self.plans) <= 200_000:
+        if math.prod(len(ps) for ps in self.plans) <= LINEAR_OBJECTIVE_LIMIT:
             self._linear_objective(every)
             return
         self.macs = self._product(self._mac_factors())
@@ -314,7 +320,7 @@ def solve(op: AffineForm, intr: AffineForm, pairing: list[int], opts: Options) -
     t0 = time.perf_counter()
     model = _Model(op, intr, pairing, opts)
     cp, m = model.cp, model.m
-    if opts.portfolio:  # the paper's branching: output-side axes first, then the reduction
+    if opts.outputs_first:
         order = sorted(range(len(intr.axes)), key=lambda a: intr.axes[a].reduce)
         m.AddDecisionStrategy([lit for a in order for lit in model.lit[a]], cp.CHOOSE_FIRST, cp.SELECT_MAX_VALUE)
     out: list[Solution] = []
