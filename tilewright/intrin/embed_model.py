@@ -33,7 +33,6 @@ import numpy as np
 from .affine_form import Access, AffineForm, EmbeddingError
 from .embed_plans import Plan, macs, operand_elements, plans_for, stencil_dims, unroll_cause
 
-
 # up to this many complete plan combinations the objective is linear in one literal per combination;
 # past it, MACs are a product constraint and element counts element constraints (slower to prove optimal)
 LINEAR_OBJECTIVE_LIMIT = 200_000

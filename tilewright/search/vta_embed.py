@@ -222,6 +222,8 @@ def choose_embedding(p: ConvProblem, cfg: VTAConfig, top_k: int = 5, epilogue: E
     from ..intrin import embed, vta_gemm
     from ..lower.vta_conv import lower_conv2d
     from ..runtime.vta_kernel import VTAKernel
+    from .vta_tune import seed_tilings
+
     candidates = [reference_embedding(p, cfg)] + [Mapping.of(e) for e in embed(p.te(), vta_gemm(cfg), top_k=top_k)]
     tried, best = [], None
     for m in candidates:
@@ -230,7 +232,7 @@ def choose_embedding(p: ConvProblem, cfg: VTAConfig, top_k: int = 5, epilogue: E
         except (EmbeddingError, ShapeError) as exc:
             tried.append((m.label, None, None, str(exc)))
             continue
-        for tiling in _quick_tilings(r.shape, cfg, epilogue):
+        for tiling in seed_tilings(r.shape, cfg, epilogue):
             kernel = VTAKernel(lower_conv2d(r.shape, cfg, tiling, epilogue))
             sh = kernel.shapes
             kernel(np.zeros(sh["data"], np.int8), np.zeros(sh["kernel"], np.int8),
@@ -243,25 +245,6 @@ def choose_embedding(p: ConvProblem, cfg: VTAConfig, top_k: int = 5, epilogue: E
         raise EmbeddingError(f"VTA {cfg.block}: no realization of {p} runs: " + "; ".join(w for *_, w in tried))
     return best[0], best[1], tried
 
-
-def _quick_tilings(shape: ConvShape, cfg: VTAConfig, epilogue: Epilogue):
-    """The default tiling, and the same with every input-channel block in one step where that fits: an
-    im2col-unrolled layer has many channel blocks and small weights, which then stay on chip."""
-    from dataclasses import replace
-
-    from ..errors import ScheduleError
-    from ..lower.vta_conv import check_fits
-    from .vta_tune import default_tiling
-
-    t = default_tiling(shape, cfg, epilogue)
-    yield t
-    wide = replace(t, tile_ci=shape.in_channels // cfg.block_in)
-    if wide != t:
-        try:
-            check_fits(shape, cfg, wide, epilogue)
-        except ScheduleError:
-            return
-        yield wide
 
 
 

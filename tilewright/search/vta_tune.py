@@ -46,14 +46,15 @@ def simulated_seconds(shape: ConvShape, cfg: VTAConfig, tiling: VTATiling, epilo
 def tune_conv(shape: ConvShape, cfg: VTAConfig, trials: int = 60, seed: int = 0, epilogue: Epilogue = TVM_EPILOGUE,
               method: str = "q", batch: int = 8, records: Records | None = None):
     """(best tiling, [(tiling, simulated seconds or inf, error)]) after `trials` proposals, the first
-    of which is the default tiling."""
+    of which are `seed_tilings` (the default tiling first)."""
     if trials < 1:
         raise TilewrightError(f"tune_conv: trials must be positive, got {trials}")
     space = vta_space(shape, cfg, epilogue)
     strategy = make_strategy(method, space, seed)
     key, run_id = workload_key(shape, epilogue), uuid.uuid4().hex[:12]
     history: list[tuple[VTATiling, float, str]] = []
-    first = [point_of(space, default_tiling(shape, cfg, epilogue))]  # the search starts from the default
+    # the search starts from the default, and from the default with every input-channel block in one step
+    first = [point_of(space, t) for t in seed_tilings(shape, cfg, epilogue)][:trials]
     while len(history) < trials:
         points = first or strategy.propose(min(batch, trials - len(history)))
         first = []
@@ -90,6 +91,21 @@ def best_tiling(shape: ConvShape, cfg: VTAConfig, records: Records, epilogue: Ep
         if space.valid(p):
             return tiling_of(space, p)
     return None
+
+
+def seed_tilings(shape: ConvShape, cfg: VTAConfig, epilogue: Epilogue = TVM_EPILOGUE) -> list[VTATiling]:
+    """Where a search starts: the default tiling, and the same with all input-channel blocks in one load step
+    where that fits (weights then stay on chip across tiles: what a layer with many shallow channel blocks,
+    an im2col-unrolled one, needs and the tutorial's one-block steps miss)."""
+    t = default_tiling(shape, cfg, epilogue)
+    wide = replace(t, tile_ci=shape.in_channels // cfg.block_in)
+    if wide == t:
+        return [t]
+    try:
+        check_fits(shape, cfg, wide, epilogue)
+    except ScheduleError:
+        return [t]
+    return [t, wide]
 
 
 def default_tiling(shape: ConvShape, cfg: VTAConfig, epilogue: Epilogue = TVM_EPILOGUE) -> VTATiling:
@@ -169,5 +185,6 @@ def tune_operator(tensors, target, trials: int = 60, method: str = "q", seed: in
     return VTATuneResult(best, cost, history, history[0][1], args, target)
 
 
-__all__ = ["VTATuneResult", "best_tiling", "build_operator", "default_tiling", "point_of", "simulated_seconds",
+__all__ = ["VTATuneResult", "best_tiling", "build_operator", "default_tiling", "point_of", "seed_tilings",
+           "simulated_seconds",
            "tune_conv", "tune_operator", "workload_key"]
