@@ -186,5 +186,4 @@ def tune_operator(tensors, target, trials: int = 60, method: str = "q", seed: in
 
 
 __all__ = ["VTATuneResult", "best_tiling", "build_operator", "default_tiling", "point_of", "seed_tilings",
-           "simulated_seconds",
-           "tune_conv", "tune_operator", "workload_key"]
+           "simulated_seconds", "tune_conv", "tune_operator", "workload_key"]
