@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import ShapeError
+from ..errors import ShapeError, TilewrightError
 from ..intrin.affine_form import EmbeddingError
 from ..lower.vta_conv import TVM_EPILOGUE, ConvShape, Epilogue
 from ..targets.vta import VTAConfig
@@ -229,10 +229,11 @@ def choose_embedding(p: ConvProblem, cfg: VTAConfig, top_k: int = 5, epilogue: E
     for m in candidates:
         try:
             r = realize(p, m, cfg, epilogue)
-        except (EmbeddingError, ShapeError) as exc:
+            tilings = seed_tilings(r.shape, cfg, epilogue)
+        except (TilewrightError, ShapeError) as exc:  # not expressible, or no tiling fits (a pad over 15)
             tried.append((m.label, None, None, str(exc)))
             continue
-        for tiling in seed_tilings(r.shape, cfg, epilogue):
+        for tiling in tilings:
             kernel = VTAKernel(lower_conv2d(r.shape, cfg, tiling, epilogue))
             sh = kernel.shapes
             kernel(np.zeros(sh["data"], np.int8), np.zeros(sh["kernel"], np.int8),
