@@ -4,9 +4,8 @@ candidate the embedder ranks, and TVM's padding template, bit-exact in the simul
 import numpy as np
 import pytest
 
+from tilewright.bench.vta_embed_payoff import numpy_conv, random_conv_inputs
 from tilewright.intrin import EmbeddingError, embed, vta_gemm
-from tilewright.lower.vta_conv import TVM_EPILOGUE, lower_conv2d
-from tilewright.runtime.vta_kernel import VTAKernel
 from tilewright.search.vta_embed import (
     ConvProblem,
     EmbeddedConv,
@@ -14,9 +13,9 @@ from tilewright.search.vta_embed import (
     choose_embedding,
     realize,
     reference_embedding,
+    run_realization,
     tune_embedding,
 )
-from tilewright.search.vta_tune import default_tiling
 from tilewright.targets.vta import VTAConfig
 
 pytest.importorskip("ortools", reason="OR-Tools is not installed (pip install '.[test]')")
@@ -25,24 +24,22 @@ VTA16 = VTAConfig()
 VTA8 = VTAConfig(batch=8, block_in=8, block_out=8)
 
 
-def conv_reference(p: ConvProblem, x, w, bias):
-    """clip((conv >> 8) + bias, 0, 127) in int64 NumPy."""
-    xp = np.pad(x.astype(np.int64), ((0, 0), (0, 0), (p.pad_h, p.pad_h), (p.pad_w, p.pad_w)))
-    acc = np.zeros((p.batch, p.out_channels, p.out_h, p.out_w), np.int64)
-    for kh in range(p.kernel_h):
-        for kw in range(p.kernel_w):
-            r0, c0 = kh * p.dilation_h, kw * p.dilation_w
-            patch = xp[:, :, r0:r0 + p.stride_h * (p.out_h - 1) + 1:p.stride_h,
-                       c0:c0 + p.stride_w * (p.out_w - 1) + 1:p.stride_w]
-            acc += np.einsum("nchw,oc->nohw", patch, w[:, :, kh, kw].astype(np.int64))
-    return np.clip((acc >> 8) + bias[None, :, None, None], 0, 127).astype(np.int8)
+def test_the_numpy_oracle_is_the_reference_evaluators_convolution():
+    """numpy_conv (the check every realization is held to) against tw.evaluate of the te operator."""
+    import tilewright as tw
 
-
-def run(p, mapping, cfg, x, w, bias):
-    r = realize(p, mapping, cfg)
-    kernel = VTAKernel(lower_conv2d(r.shape, cfg, default_tiling(r.shape, cfg), TVM_EPILOGUE))
-    out = kernel(r.layout.pack_data(x), r.layout.pack_weight(w), r.layout.pack_bias(bias))
-    return r.layout.unpack(out), kernel.stats()
+    p = ConvProblem(2, 5, 11, 9, 16, 3, 2, 1, 2, 2, 1, 2, 1)
+    x, w, bias = random_conv_inputs(p, seed=4)
+    y = p.te()
+    placeholders, stack = {}, [y]
+    while stack:
+        t = stack.pop()
+        stack.extend(t.op.input_tensors)
+        if not t.op.input_tensors and hasattr(t.op, "dtype"):
+            placeholders[t.name] = t
+    acc = tw.evaluate([y], {placeholders["data"]: x, placeholders["weight"]: w})[0].astype(np.int64)
+    want = np.clip((acc >> 8) + bias[None, :, None, None], 0, 127).astype(np.int8)
+    np.testing.assert_array_equal(numpy_conv(p, x, w, bias), want)
 
 
 PROBLEMS = [
@@ -57,20 +54,17 @@ PROBLEMS = [
 @pytest.mark.parametrize("cfg", [VTA16, VTA8], ids=["1x16x16", "8x8x8"])
 @pytest.mark.parametrize("p", PROBLEMS, ids=[p.name for p in PROBLEMS])
 def test_every_candidate_is_bit_exact(p, cfg):
-    rng = np.random.default_rng(1)
-    x = rng.integers(-128, 128, (p.batch, p.in_channels, p.height, p.width), dtype=np.int8)
-    w = rng.integers(-128, 128, (p.out_channels, p.in_channels, p.kernel_h, p.kernel_w), dtype=np.int8)
-    bias = rng.integers(-64, 64, p.out_channels).astype(np.int32)
-    want = conv_reference(p, x, w, bias)
+    x, w, bias = random_conv_inputs(p, seed=1)
+    want = numpy_conv(p, x, w, bias)
     ran = 0
     for m in [reference_embedding(p, cfg)] + [Mapping.of(e) for e in embed(p.te(), vta_gemm(cfg), top_k=8)]:
         try:
-            got, stats = run(p, m, cfg, x, w, bias)
+            got, kernel = run_realization(realize(p, m, cfg), x, w, bias)
         except EmbeddingError as exc:  # a candidate the accelerator's loads cannot express: said, not run
             assert "unrolled" in str(exc)
             continue
         np.testing.assert_array_equal(got, want, err_msg=m.label)
-        assert stats.cycles > 0
+        assert kernel.stats().cycles > 0
         ran += 1
     assert ran >= 3
 
@@ -98,12 +92,9 @@ def test_the_choice_by_cycles_runs_bit_exact():
     r, tiling, tried = choose_embedding(p, VTA16)
     assert r.mapping.label != "padding reference"  # padding 3 channels to 16 costs 5.3x the MACs
     assert min(c for _, _, c, _ in tried if c) == min(c for _, t, c, _ in tried if c and t == tiling)
-    rng = np.random.default_rng(2)
-    x = rng.integers(-128, 128, (1, 3, 24, 24), dtype=np.int8)
-    w = rng.integers(-128, 128, (32, 3, 3, 3), dtype=np.int8)
-    bias = rng.integers(-64, 64, 32).astype(np.int32)
+    x, w, bias = random_conv_inputs(p, seed=2)
     conv = EmbeddedConv(r, w, bias, tiling=tiling)
-    np.testing.assert_array_equal(conv(x), conv_reference(p, x, w, bias))
+    np.testing.assert_array_equal(conv(x), numpy_conv(p, x, w, bias))
     assert conv.stats().cycles == min(c for _, _, c, _ in tried if c)
 
 
@@ -112,10 +103,7 @@ def test_tuning_chooses_among_embeddings_and_tilings():
     r, tiling, seconds, tried = tune_embedding(p, VTA8, trials=12, top_k=2)
     assert len(tried) == 3 and seconds == min(s for _, _, s, _ in tried if s)
     assert r.mapping.label != "padding reference"  # batch 1 on 8 lanes: padding costs 8x the MACs
-    rng = np.random.default_rng(3)
-    x = rng.integers(-128, 128, (1, 8, 12, 12), dtype=np.int8)
-    w = rng.integers(-128, 128, (16, 8, 3, 3), dtype=np.int8)
-    bias = rng.integers(-64, 64, 16).astype(np.int32)
+    x, w, bias = random_conv_inputs(p, seed=3)
     conv = EmbeddedConv(r, w, bias, tiling=tiling)
-    np.testing.assert_array_equal(conv(x), conv_reference(p, x, w, bias))
+    np.testing.assert_array_equal(conv(x), numpy_conv(p, x, w, bias))
     assert conv.time().seconds == pytest.approx(seconds)

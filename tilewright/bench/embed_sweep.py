@@ -78,12 +78,12 @@ def run_first(p: ConvProblem, cfg: VTAConfig, row: dict) -> None:
     import numpy as np
 
     from ..search.vta_embed import Mapping, realize, run_realization
-    from .vta_embed_payoff import _inputs, _numpy_conv
+    from .vta_embed_payoff import numpy_conv, random_conv_inputs
 
     first = embed(p.te(), vta_gemm(cfg), pad=row["needs_padding"], top_k=1)[0]
-    x, w, bias = _inputs(p)
+    x, w, bias = random_conv_inputs(p)
     got, kernel = run_realization(realize(p, Mapping.of(first), cfg), x, w, bias)
-    row["exact"] = bool(np.array_equal(got, _numpy_conv(p, x, w, bias)))
+    row["exact"] = bool(np.array_equal(got, numpy_conv(p, x, w, bias)))
     row["cycles"] = kernel.stats().cycles
 
 

@@ -74,7 +74,8 @@ TABLE5 = [
 ]
 
 
-def _inputs(p: ConvProblem, seed: int = 0):
+def random_conv_inputs(p: ConvProblem, seed: int = 0):
+    """int8 data and weights, int32 bias, seeded."""
     rng = np.random.default_rng(seed)
     x = rng.integers(-128, 128, (p.batch, p.in_channels, p.height, p.width), dtype=np.int8)
     w = rng.integers(-128, 128, (p.out_channels, p.in_channels, p.kernel_h, p.kernel_w), dtype=np.int8)
@@ -109,9 +110,9 @@ def _side(r, x, w, bias, want, trials: int, reference: bool) -> dict:
 
 
 def run_layer(p: ConvProblem, cfg: VTAConfig, top_k: int, trials: int) -> dict:
-    x, w, bias = _inputs(p)
+    x, w, bias = random_conv_inputs(p)
     ref_r = realize(p, reference_embedding(p, cfg), cfg)
-    want = _numpy_conv(p, x, w, bias)
+    want = numpy_conv(p, x, w, bias)
     ref = _side(ref_r, x, w, bias, want, trials, reference=True)
     t0 = time.perf_counter()
     cands = embed(p.te(), vta_gemm(cfg), top_k=top_k)
@@ -137,7 +138,7 @@ def run_layer(p: ConvProblem, cfg: VTAConfig, top_k: int, trials: int) -> dict:
             / (ref["data_bytes"] + ref["weight_bytes"] + ref["out_bytes"])}
 
 
-def _numpy_conv(p: ConvProblem, x, w, bias) -> np.ndarray:
+def numpy_conv(p: ConvProblem, x, w, bias) -> np.ndarray:
     """clip((conv >> 8) + bias, 0, 127), int64 NumPy, one strided view per kernel tap."""
     xp = np.pad(x.astype(np.int64), ((0, 0), (0, 0), (p.pad_h, p.pad_h), (p.pad_w, p.pad_w)))
     acc = np.zeros((p.batch, p.out_channels, p.out_h, p.out_w), np.int64)

@@ -59,7 +59,6 @@ class Solution:
     data_min: int
     objective: int
     seconds: float
-    branches: int
 
 
 class _Model:
@@ -95,6 +94,7 @@ class _Model:
             self.used.append(sum(users) if users else 0)
         self.accesses = [(intr.reads[i], op.reads[k]) for i, k in enumerate(pairing)] + [(intr.write, op.write)]
         self.rejected = {"edges": 0, "alldiff": 0, "unroll": 0}
+        self._idx: dict[int, object] = {}
         self.tables = [self._operand_table(ia, oa) for ia, oa in self.accesses]
         self._objective()
 
@@ -140,8 +140,7 @@ class _Model:
         return touching, table
 
     def _index_var(self, a: int):
-        if not hasattr(self, "_idx"):
-            self._idx = {}
+        """The plan index of intrinsic axis a as one integer (for tables), made on first use."""
         if a not in self._idx:
             v = self.m.NewIntVar(0, len(self.plans[a]) - 1, f"plan{a}")
             self.m.Add(v == sum(k * lit for k, lit in enumerate(self.lit[a])))
@@ -343,8 +342,7 @@ def solve(op: AffineForm, intr: AffineForm, pairing: list[int], opts: Options) -
             plans=tuple(ps[k] for ps, k in zip(model.plans, chosen)),
             unrolled=model.unrolled(chosen),
             macs=solver.Value(model.macs), data=int(solver.Value(model.data)), data_min=model.data_min,
-            objective=int(solver.ObjectiveValue()), seconds=time.perf_counter() - t1,
-            branches=solver.NumBranches()))
+            objective=int(solver.ObjectiveValue()), seconds=time.perf_counter() - t1))
         m.AddBoolOr([model.lit[a][k].Not() for a, k in enumerate(chosen)])
     if not out:
         raise EmbeddingError(f"'{intr.name}' cannot be embedded into '{op.name}': "

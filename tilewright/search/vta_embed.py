@@ -116,10 +116,6 @@ class Realization:
     shape: ConvShape  # the convolution the accelerator runs
     layout: Layout  # the gathers in and out
 
-    @property
-    def native(self) -> bool:
-        return self.shape.macs == self.problem.macs
-
     def describe(self) -> str:
         return f"{self.mapping.label}: runs {self.shape} (MACs x{self.shape.macs / self.problem.macs:.3f})"
 
@@ -141,8 +137,6 @@ def realize(p: ConvProblem, mapping: Mapping, cfg: VTAConfig, epilogue: Epilogue
     return Realization(p, mapping, cfg, shape, layout)
 
 
-
-
 def pad_and_block(x: np.ndarray, cfg: VTAConfig, channels: int) -> np.ndarray:
     """TVM's own transform for its template: pad batch and channels to the block, then block
     (N, C, H, W) -> (N/b, C/bi, H, W, b, bi) with one transpose; what the padding reference pays."""
@@ -162,15 +156,8 @@ def unblock(out: np.ndarray, n: int, k: int) -> np.ndarray:
 def run_realization(r: Realization, x: np.ndarray, w: np.ndarray, bias: np.ndarray, tiling=None,
                     epilogue: Epilogue = TVM_EPILOGUE):
     """(NCHW int8 output, the simulated kernel) of `r` on the simulator with `tiling` (default: untuned)."""
-    from ..lower.vta_conv import lower_conv2d
-    from ..runtime.vta_kernel import VTAKernel
-    from .vta_tune import default_tiling
-
-    kernel = VTAKernel(lower_conv2d(r.shape, r.cfg, tiling or default_tiling(r.shape, r.cfg, epilogue), epilogue))
-    out = kernel(r.layout.pack_data(x), r.layout.pack_weight(w), r.layout.pack_bias(bias))
-    return r.layout.unpack(out), kernel
-
-
+    conv = EmbeddedConv(r, w, bias, epilogue, tiling)
+    return conv(x), conv.kernel
 
 
 class EmbeddedConv:
@@ -215,22 +202,31 @@ class EmbeddedConv:
         return f"; {self.realization.describe()}\n{self.kernel.source}"
 
 
+def _candidates(p: ConvProblem, cfg: VTAConfig, top_k: int, epilogue: Epilogue, tried: list):
+    """(mapping, realization) of TVM's template and of each of the top-k embeddings the accelerator can run;
+    the others go to `tried` with their reason."""
+    from ..intrin import embed, vta_gemm
+
+    for m in [reference_embedding(p, cfg)] + [Mapping.of(e) for e in embed(p.te(), vta_gemm(cfg), top_k=top_k)]:
+        try:
+            yield m, realize(p, m, cfg, epilogue)
+        except (EmbeddingError, ShapeError) as exc:
+            tried.append((m.label, None, None, str(exc)))
+
+
 def choose_embedding(p: ConvProblem, cfg: VTAConfig, top_k: int = 5, epilogue: Epilogue = TVM_EPILOGUE):
     """The realization with the fewest simulated cycles (untuned tilings) among TVM's padding template and the
     top-k embeddings: (best realization, its tiling, [(label, tiling, cycles, why not)]). The search's choice
     among embeddings, by the simulator's cycles."""
-    from ..intrin import embed, vta_gemm
     from ..lower.vta_conv import lower_conv2d
     from ..runtime.vta_kernel import VTAKernel
     from .vta_tune import seed_tilings
 
-    candidates = [reference_embedding(p, cfg)] + [Mapping.of(e) for e in embed(p.te(), vta_gemm(cfg), top_k=top_k)]
     tried, best = [], None
-    for m in candidates:
+    for m, r in _candidates(p, cfg, top_k, epilogue, tried):
         try:
-            r = realize(p, m, cfg, epilogue)
             tilings = seed_tilings(r.shape, cfg, epilogue)
-        except (TilewrightError, ShapeError) as exc:  # not expressible, or no tiling fits (a pad over 15)
+        except TilewrightError as exc:  # no tiling fits (a pad over 15)
             tried.append((m.label, None, None, str(exc)))
             continue
         for tiling in tilings:
@@ -247,26 +243,17 @@ def choose_embedding(p: ConvProblem, cfg: VTAConfig, top_k: int = 5, epilogue: E
     return best[0], best[1], tried
 
 
-
-
-
 def tune_embedding(p: ConvProblem, cfg: VTAConfig, trials: int = 40, top_k: int = 5,
                    epilogue: Epilogue = TVM_EPILOGUE, seed: int = 0):
     """The search over embeddings and tilings together: the template and the top-k embeddings are the
     choices of one knob, each tuned (the FlexTensor search against the cycle model) with an equal share of
     `trials`. Returns (realization, tiling, simulated seconds, [(label, tiling, seconds or None, why not)])."""
-    from ..intrin import embed, vta_gemm
     from .vta_tune import tune_conv
 
-    candidates = [reference_embedding(p, cfg)] + [Mapping.of(e) for e in embed(p.te(), vta_gemm(cfg), top_k=top_k)]
-    share = max(1, trials // len(candidates))
     tried, best = [], None
-    for m in candidates:
-        try:
-            r = realize(p, m, cfg, epilogue)
-        except (EmbeddingError, ShapeError) as exc:
-            tried.append((m.label, None, None, str(exc)))
-            continue
+    candidates = list(_candidates(p, cfg, top_k, epilogue, tried))
+    share = max(1, trials // (len(candidates) + len(tried)))
+    for m, r in candidates:
         tiling, history = tune_conv(r.shape, cfg, trials=share, seed=seed, epilogue=epilogue)
         seconds = min(c for t, c, _ in history if t == tiling)
         tried.append((m.label, tiling, seconds, ""))
