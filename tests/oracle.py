@@ -31,6 +31,19 @@ def random_array(rng: np.random.Generator, shape, dtype: str = "float32") -> np.
     return rng.integers(lo, hi + 1, size=shape).astype(dtype)
 
 
+def full_range_inputs(args, rng: np.random.Generator) -> list[np.ndarray]:
+    """An array per input of `args` (all but the last): integers over their declared value range
+    (else the dtype's, capped at 2**20), floats small and positive (a requantize's multipliers)."""
+    out = []
+    for t in args[:-1]:
+        if t.dtype.name == "float32":
+            out.append((rng.random(t.shape) * 1e-3).astype(np.float32))
+        else:
+            lo, hi = t.op.value_range or t.dtype.int_range
+            out.append(rng.integers(lo, min(hi, 2**20) + 1, t.shape).astype(t.dtype.numpy))
+    return out
+
+
 def assert_close(got, want, dtype: str = "float32", scale: float = 1.0) -> None:
     got, want = np.asarray(got), np.asarray(want)
     assert got.shape == want.shape, f"shape {got.shape} != {want.shape}"

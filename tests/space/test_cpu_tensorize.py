@@ -6,6 +6,7 @@ import warnings
 
 import numpy as np
 import pytest
+from oracle import full_range_inputs
 from synthetic_targets import AVX2, host_runs
 
 import tilewright as tw
@@ -40,14 +41,7 @@ def _default(args, target=AVX2):
 
 
 def _inputs(args, rng):
-    out = []
-    for t in args[:-1]:
-        if t.dtype.name == "float32":
-            out.append((rng.random(t.shape) * 1e-3).astype(np.float32))
-        else:
-            lo, hi = t.op.value_range or t.dtype.int_range
-            out.append(rng.integers(lo, min(hi, 2**20) + 1, t.shape).astype(t.dtype.numpy))
-    return out
+    return full_range_inputs(args, rng)
 
 
 @pytest.mark.parametrize("build", [_packed_gemm, _int8_conv], ids=["packed-gemm", "nchwc-conv-requantize"])

@@ -56,6 +56,7 @@ def hoist_constant_packs(func, constants: set[str]) -> Hoisted | None:
     if not const_bufs:
         return None
     found: list[tuple[Allocate, tuple, Stmt]] = []  # (allocation, its enclosing frames, the pack nest)
+    func = replace(func, body=_from_first_use(func.body))
     _collect(func.body, (), found)
     packs, fills, replaced = [], [], {}
     taken = {b.name for b in func.args}
@@ -101,6 +102,29 @@ def hoist_constant_packs(func, constants: set[str]) -> Hoisted | None:
     pack = replace(func, name=f"{func.name}_pack", args=tuple(kernel.args[i] for i in pack_args),
                    body=seq(*fills), arg_shapes=tuple(kernel.caller_shapes[i] for i in pack_args))
     return Hoisted(kernel, pack, pack_args, tuple(packs))
+
+
+def _from_first_use(body: Stmt) -> Stmt:
+    """The kernel's top-level allocations (lowering wraps them all around its whole body) each
+    moved down to the first top-level statement that uses its buffer, so that a pack stage at the
+    root is its allocation's first statement."""
+    allocs = []
+    while isinstance(body, Allocate) and body.buffer.scope is Scope.GLOBAL and not body.register_lanes:
+        allocs.append(body.buffer)
+        body = body.body
+    if not allocs:
+        return body
+    stmts = list(body.stmts) if isinstance(body, Seq) else [body]
+    used = [{id(n.tensor) for n in all_expr_nodes(x) if isinstance(n, Load)}
+            | {id(y.buffer) for y in walk_stmt(x) if isinstance(y, Store)} for x in stmts]
+    first = {id(b): next((k for k, u in enumerate(used) if id(b) in u), 0) for b in allocs}
+    out: Stmt | None = None
+    for k in range(len(stmts) - 1, -1, -1):
+        out = stmts[k] if out is None else seq(stmts[k], out)
+        for b in allocs:
+            if first[id(b)] == k:
+                out = Allocate(b, out)
+    return out
 
 
 def _collect(s: Stmt, frames: tuple, found: list) -> None:

@@ -50,6 +50,9 @@ class Schedule:
         # dimensions (analysis/axis_merge.py); lowering binds caller arguments through it
         self.views: dict = {}
         self.view_originals: tuple = ()  # keeps the tensors whose ids key `views` alive
+        # the layout rewrite of the caller's program this schedule is over (space/cpu_embed.py's
+        # LayoutChoice), which a record's trace stores so that replay rebuilds the same program
+        self.rewrite: dict | None = None
         self.stages: list[Stage] = []
         self.compiler_hints: list[str] = []  # see compiler_hint
         used: set[str] = {t.name for t in self.program.inputs}

@@ -18,13 +18,14 @@ from __future__ import annotations
 import json
 
 from ..analysis.axis_merge import merge_contiguous_axes
-from ..errors import ScheduleError
+from ..errors import ScheduleError, TilewrightError
 from ..schedule import create_schedule
 from ..schedule.trace import Trace
 from ..te.program import collect_program
 
 MERGE_STEP = "merge_axes"
 NAMES_STEP = "tensor_names"
+REWRITE_STEP = "embed_layout"  # the program rewritten for an embedded intrinsic (space/cpu_embed.py)
 _NAMED_ARGS = ("tensor", "parent", "readers")  # args that hold stage or tensor names (trace.py's _apply)
 
 
@@ -40,6 +41,8 @@ def trace_of(schedule) -> str:
         steps.insert(0, {"stage": "", "primitive": MERGE_STEP, "args": {"shapes": shapes}})
     names = [t.name for t in collect_program(list(schedule.outputs)).tensors]
     steps.insert(0, {"stage": "", "primitive": NAMES_STEP, "args": {"tensors": names}})
+    if schedule.rewrite is not None:
+        steps.insert(0, {"stage": "", "primitive": REWRITE_STEP, "args": dict(schedule.rewrite)})
     return json.dumps(steps)
 
 
@@ -77,13 +80,18 @@ def _renamed(steps: list, recorded: list, outputs) -> list:
 def schedule_from_trace(outputs, text: str):
     """Replay a stored trace onto the program of `outputs` (the caller's tensors)."""
     steps = list(Trace.from_json(text))  # a malformed trace is a ScheduleError naming the step
+    rewrite = steps.pop(0).args if steps and steps[0].stage == "" and steps[0].primitive == REWRITE_STEP else None
+    program = outputs
+    if rewrite is not None:
+        rewritten = _rewritten(outputs, rewrite)
+        program = rewritten.outputs
     if steps and steps[0].stage == "" and steps[0].primitive == NAMES_STEP:
-        steps = _renamed(steps[1:], list(steps.pop(0).args.get("tensors", [])), outputs)
+        steps = _renamed(steps[1:], list(steps.pop(0).args.get("tensors", [])), program)
     if not (steps and steps[0].stage == "" and steps[0].primitive == MERGE_STEP):
         s = create_schedule(outputs)
     else:
         want = steps.pop(0).args.get("shapes")
-        merged = merge_contiguous_axes(outputs)
+        merged = rewritten.merged if rewrite is not None else merge_contiguous_axes(outputs)
         got = {} if merged is None else _merged_shapes(merged.views, merged.originals)
         if got != want:
             raise ScheduleError(f"the trace was recorded on the program with merged axes {want}, but today's axis "
@@ -92,7 +100,23 @@ def schedule_from_trace(outputs, text: str):
         s.views, s.view_originals = dict(merged.views), merged.originals
     from ..intrin import get as intrinsic
 
+    s.rewrite = rewrite
     return Trace(steps).apply_to(s, intrinsic)  # a step that does not fit is a ScheduleError naming it
+
+
+def _rewritten(outputs, args: dict):
+    """The caller's program rewritten as the trace's first step records (space/cpu_embed.py)."""
+    from ..intrin import get as intrinsic
+    from ..space.cpu_embed import LayoutChoice, rewritten_program
+
+    try:
+        choice = LayoutChoice(**args)
+        rewritten = rewritten_program(outputs, intrinsic(choice.intrin), choice)
+    except (TypeError, TilewrightError) as exc:
+        raise ScheduleError(f"the trace's layout rewrite {args} does not apply to this program: {exc}") from None
+    if rewritten is None:
+        raise ScheduleError(f"the trace's layout rewrite {args} does not apply to this program")
+    return rewritten
 
 
 __all__ = ["schedule_from_trace", "trace_of"]

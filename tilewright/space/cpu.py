@@ -27,6 +27,7 @@ import math
 from ..ir.expr import Load
 from ..ir.traverse import free_vars, walk
 from ..schedule import Schedule, create_schedule
+from ..schedule.stage import AttachKind
 from ..targets import Target
 from .cpu_knobs import (
     PACK,
@@ -72,7 +73,7 @@ def cpu_space(outputs, target: Target, constants=()) -> tuple[Space, CpuPlan]:
     """The space and plan of the program computing `outputs`; `constants`: its input tensors that
     never change between calls (a model's weights), whose packs the default then counts as free."""
     plan = make_plan(outputs, target, constants)
-    tensorized = tensorized_space(outputs, plan, target)
+    tensorized = tensorized_space(outputs, plan, target, constants)
     if tensorized is not None:  # a registered intrinsic of the target embeds in the main node
         return tensorized
     main = plan.main
@@ -195,7 +196,7 @@ def apply_cpu(outputs, plan: CpuPlan, point: Point) -> Schedule:
     """The schedule of `point` for the plan's program (`outputs`, or the plan's rewrite of it)."""
     if isinstance(plan, TensorizedPlan):
         s = apply_tensorized(plan, point)
-        _side_stages(s, plan.base)
+        _side_stages(s, plan.plan_of(point["embedding"]))
         return s
     s = create_schedule(list(plan.outputs))
     if plan.merged is not None:
@@ -399,7 +400,7 @@ def _side_stages(s: Schedule, plan: CpuPlan) -> None:
     chain = {id(n.tensor) for n in plan.inlined} | {id(plan.anchor.tensor)}
     handled = chain | {id(plan.main.tensor)}
     for node in plan.graph.nodes:
-        if id(node.tensor) in handled:
+        if id(node.tensor) in handled or s[node.tensor].attach is AttachKind.INLINE:
             continue
         if node.injective and node.consumers and all(id(c) in chain for c in node.consumers) \
                 and node not in plan.producers:

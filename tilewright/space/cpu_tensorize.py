@@ -37,6 +37,8 @@ from .space import Point, Space
 
 ROWS = (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14)
 BLOCKS = (1, 2, 3, 4)
+_PROBE = Point((("embedding", 0), ("rows", 0), ("blocks", 0), ("tile_axes", 0), ("reduce_order", 0), ("fuse", 0),
+                ("rolled", 0)))
 
 
 @dataclass(frozen=True, eq=False)
@@ -45,7 +47,13 @@ class TensorizedPlan:
     intrin: object
     embeddings: tuple[tuple[int, int], ...]  # (lanes: spatial position, columns: reduce position)
     widens: bool = False  # the target's spelling widens its operands (intrin Emitter.widens)
+    # per embedding, where operands were not in place: the rewritten program it runs (space/cpu_embed.py)
+    relaid: tuple = ()
     memo: dict = field(default_factory=dict, repr=False)
+
+    def plan_of(self, embedding: int) -> CpuPlan:
+        """The plan whose main node embedding `embedding` tensorizes."""
+        return self.relaid[embedding].plan if self.relaid else self.base
 
     @property
     def graph(self):
@@ -76,8 +84,9 @@ def _candidates(plan: CpuPlan, target):
     return sorted(out, key=lambda i: -i.output.shape[0])  # the widest first
 
 
-def tensorized_space(outputs, plan: CpuPlan, target) -> tuple[Space, TensorizedPlan] | None:
-    """The tensorized space of the plan's program, or None where no intrinsic embeds."""
+def tensorized_space(outputs, plan: CpuPlan, target, constants=()) -> tuple[Space, TensorizedPlan] | None:
+    """The tensorized space of the plan's program, or None where no intrinsic embeds (in place, or
+    after the embedder's layout rewrites; `outputs` and `constants` are the caller's)."""
     if plan.anchor is not plan.main and len(plan.anchor.tensor.shape) != len(plan.main.tensor.shape):
         return None  # the anchor's loops must be the main node's, position for position
     for intrin in _candidates(plan, target):
@@ -86,14 +95,38 @@ def tensorized_space(outputs, plan: CpuPlan, target) -> tuple[Space, TensorizedP
         for lp, rp in itertools.product(range(len(plan.main.spatial)), range(len(plan.main.reduce))):
             if plan.main.spatial[lp].extent % lanes or plan.main.reduce[rp].extent % cols:
                 continue
-            tp = TensorizedPlan(plan, intrin, ((lp, rp),))
-            probe = Point((("embedding", 0), ("rows", 0), ("blocks", 0), ("tile_axes", 0),
-                           ("reduce_order", 0), ("fuse", 0), ("rolled", 0)))
-            if _embeds(tp, probe):
+            if _embeds(TensorizedPlan(plan, intrin, ((lp, rp),)), _PROBE):
                 found.append((lp, rp))
         if found:
-            emitter = intrin.emitter_for("c", target.features)
-            tp = TensorizedPlan(plan, intrin, tuple(found), bool(getattr(emitter, "widens", False)))
+            tp = TensorizedPlan(plan, intrin, tuple(found), _widens(intrin, target))
+            return _space(tp, target), tp
+    return _embedded_space(outputs, plan, target, constants)
+
+
+def _widens(intrin, target) -> bool:
+    return bool(getattr(intrin.emitter_for("c", target.features), "widens", False))
+
+
+def _embedded_space(outputs, plan: CpuPlan, target, constants) -> tuple[Space, TensorizedPlan] | None:
+    """Where no intrinsic embeds in place: the embedder's top-k embeddings whose rewritten
+    programs (operands packed, output blocked and unpacked) tensorize in place, one knob option
+    each; None where none does or the solver (an optional dependency) is missing."""
+    from .cpu_embed import embedded_variants
+
+    for intrin in _candidates(plan, target):
+        try:
+            variants = embedded_variants(outputs, plan, intrin, constants)
+        except ImportError:
+            return None
+        kept, found = [], []
+        for v in variants:
+            main = v.plan.main
+            lp, rp = len(main.spatial) - 1, len(main.reduce) - 1  # the rewrite puts lanes and columns last
+            if _embeds(TensorizedPlan(plan, intrin, ((lp, rp),), relaid=(v,)), _PROBE):
+                kept.append(v)
+                found.append((lp, rp))
+        if kept:
+            tp = TensorizedPlan(plan, intrin, tuple(found), _widens(intrin, target), tuple(kept))
             return _space(tp, target), tp
     return None
 
@@ -104,7 +137,8 @@ def _embeds(tp: TensorizedPlan, point: Point) -> bool:
 
     try:
         s = apply_tensorized(tp, point)
-        func = lower_fn(s, list(collect_program(list(tp.outputs)).inputs) + list(tp.outputs))
+        outputs = list(tp.plan_of(point["embedding"]).outputs)
+        func = lower_fn(s, list(collect_program(outputs).inputs) + outputs)
     except TilewrightError:
         return False
     return not any(isinstance(x, Allocate) and x.buffer.name.endswith("_staged") for x in walk_stmt(func.body))
@@ -114,29 +148,30 @@ def _tile_axes(tp: TensorizedPlan, embedding: int) -> list[tuple[int, int]]:
     """(rows loop, blocks loop) pairs: rows along any spatial loop but the lanes one; blocks along
     the lanes loop or another spatial loop."""
     lp, _ = tp.embeddings[embedding]
-    n = len(tp.main.spatial)
+    n = len(tp.plan_of(embedding).main.spatial)
     return [(r, b) for r in range(n) for b in range(n) if r != lp and r != b] or [(lp, lp)]
 
 
-def _reduce_orders(tp: TensorizedPlan) -> list[tuple[int, ...]]:
-    return list(itertools.permutations(range(len(tp.main.reduce))))[:6]
+def _reduce_orders(tp: TensorizedPlan, embedding: int) -> list[tuple[int, ...]]:
+    return list(itertools.permutations(range(len(tp.plan_of(embedding).main.reduce))))[:6]
 
 
 def _space(tp: TensorizedPlan, target) -> Space:
     regs = target.vector_registers
     n_pairs = max(len(_tile_axes(tp, e)) for e in range(len(tp.embeddings)))
+    n_orders = max(len(_reduce_orders(tp, e)) for e in range(len(tp.embeddings)))
     knobs = [OrdinalKnob("embedding", tuple(range(len(tp.embeddings)))), OrdinalKnob("rows", ROWS),
              OrdinalKnob("blocks", BLOCKS), OrdinalKnob("tile_axes", tuple(range(n_pairs))),
-             OrdinalKnob("reduce_order", tuple(range(len(_reduce_orders(tp))))), OrdinalKnob("fuse", (1, 2, 3)),
+             OrdinalKnob("reduce_order", tuple(range(n_orders))), OrdinalKnob("fuse", (1, 2, 3)),
              OrdinalKnob("rolled", (False, True))]
 
     def constraint(p: Point) -> bool:
         pairs = _tile_axes(tp, p["embedding"])
-        if p["tile_axes"] >= len(pairs):
+        if p["tile_axes"] >= len(pairs) or p["reduce_order"] >= len(_reduce_orders(tp, p["embedding"])):
             return False
         rows, blocks = ROWS[p["rows"]], BLOCKS[p["blocks"]]
         r, b = pairs[p["tile_axes"]]
-        sp = tp.main.spatial
+        sp = tp.plan_of(p["embedding"]).main.spatial
         lp, _ = tp.embeddings[p["embedding"]]
         lanes = tp.intrin.output.shape[0]
         if sp[r].extent % rows or (sp[b].extent // (lanes if b == lp else 1)) % blocks:
@@ -152,9 +187,10 @@ def _operand_axes(tp: TensorizedPlan, embedding: int) -> tuple[set[int], set[int
     lp, _ = tp.embeddings[embedding]
     key = ("operand_axes", embedding)
     if key not in tp.memo:
-        axes = tp.main.tensor.op.axis  # in the order of main.spatial
+        main = tp.plan_of(embedding).main
+        axes = main.tensor.op.axis  # in the order of main.spatial
         per_load = []
-        for n in walk(tp.main.tensor.op.body.source):
+        for n in walk(main.tensor.op.body.source):
             if isinstance(n, Load):
                 used = {id(v) for ix in n.indices for v in walk(ix)}
                 per_load.append({k for k, a in enumerate(axes) if id(a) in used})
@@ -189,7 +225,7 @@ def tensorized_default(space: Space, tp: TensorizedPlan) -> Point:
     """The register tile with the fewest operand instructions per product (`_tile_cost`), the
     larger tile among equals; the first embedding."""
     best, key = None, None
-    rolled = int(len(tp.main.reduce) > 1)  # several reduce loops (a conv's window): short ones, kept rolled
+    rolled = int(len(tp.plan_of(0).main.reduce) > 1)  # several reduce loops (a conv's window): short ones, kept rolled
     shapes = itertools.product(range(len(ROWS)), range(len(BLOCKS)), range(len(space.knobs["tile_axes"].options)))
     for p in (Point((("embedding", 0), ("rows", r), ("blocks", b), ("tile_axes", t), ("reduce_order", 0),
                      ("fuse", 1), ("rolled", rolled))) for r, b, t in shapes):
@@ -202,13 +238,34 @@ def tensorized_default(space: Space, tp: TensorizedPlan) -> Point:
             best, key = p, k
     if best is None:
         return space.sample(random.Random(0))
+    return _fused_enough(space, tp, best)
+
+
+def _fused_enough(space: Space, tp: TensorizedPlan, p: Point) -> Point:
+    """`p` with the fewest outer loops fused into the parallel one that still give every core a
+    few iterations (a tile covering all output channels leaves the first loops at extent 1)."""
+    e = p["embedding"]
+    lp, _ = tp.embeddings[e]
+    pairs = _tile_axes(tp, e)
+    r, b = pairs[min(p["tile_axes"], len(pairs) - 1)]
+    lanes = tp.intrin.output.shape[0]
+    factors = {r: ROWS[p["rows"]], b: BLOCKS[p["blocks"]] * (lanes if b == lp else 1)}
+    factors.setdefault(lp, lanes)
+    outer = [x.extent // factors.get(n, 1) for n, x in enumerate(tp.plan_of(e).main.spatial)]
+    best = p
+    for k in range(len(space.knobs["fuse"].options)):  # option k fuses k + 1 loops
+        q = p.replace("fuse", k)
+        if space.valid(q) and math.prod(outer[:k + 1]) > math.prod(outer[:best["fuse"] + 1]):
+            best = q
+            if math.prod(outer[:k + 1]) >= 4 * tp.base.cores:
+                break
     return best
 
 
 def apply_tensorized(tp: TensorizedPlan, point: Point) -> Schedule:
     """The schedule of `point`: the anchor's loops tiled (outer parallel, register tile inside),
     the main node computed per tile in registers, its lanes and columns handed to the intrinsic."""
-    plan = tp.base
+    plan = tp.plan_of(point["embedding"])
     s = create_schedule(list(plan.outputs))
     if plan.merged is not None:
         s.views, s.view_originals = dict(plan.merged.views), plan.merged.originals
@@ -261,7 +318,7 @@ def apply_tensorized(tp: TensorizedPlan, point: Point) -> Schedule:
     lo, li = M.split(m_axes[lp], factor=lanes)
     red = list(M.op.reduce_axis)
     co, ci = M.split(red[rp], factor=cols)
-    reduce_outer = [co if n == rp else red[n] for n in _reduce_orders(tp)[point["reduce_order"]]]
+    reduce_outer = [co if n == rp else red[n] for n in _reduce_orders(tp, point["embedding"])[point["reduce_order"]]]
     spatial = [lo if n == lp else a for n, a in enumerate(m_axes)]
     M.reorder(*reduce_outer, *spatial, li, ci)
     for a in spatial:
@@ -270,6 +327,11 @@ def apply_tensorized(tp: TensorizedPlan, point: Point) -> Schedule:
         for a in reduce_outer:
             M.no_unroll(a)
     M.tensorize(li, tp.intrin)
+    if tp.relaid:  # an operand's padding is computed inside its pack, not in a pass of its own
+        rw = tp.relaid[point["embedding"]].rewritten
+        for t in rw.inlines:
+            s[t].compute_inline()
+        s.rewrite = rw.choice.to_args()
     return s
 
 
