@@ -8,6 +8,7 @@ from __future__ import annotations
 # import cannot later rebind `tilewright.build` from this function to the package.
 from . import build as _build_package  # noqa: F401
 from .backends import backend_for
+from .errors import TensorizeError
 from .lower import LoweredFunc
 from .lower import lower as _lower
 from .schedule import Schedule
@@ -15,13 +16,26 @@ from .search.tuner import TuneResult, best_schedule, check_options, run_tuning
 from .targets import as_target
 
 
+def _hinted(call):
+    """`call()`, where a tensorize the matcher cannot place also says where the embedder would."""
+    try:
+        return call()
+    except TensorizeError as exc:
+        from .intrin.embed import embedding_hint
+
+        hint = embedding_hint(exc.tensor, exc.intrin) if exc.tensor is not None and exc.intrin is not None else ""
+        if not hint:
+            raise
+        raise TensorizeError(f"{exc}\n{hint}", exc.tensor, exc.intrin) from None
+
+
 def lower(s: Schedule, args, name: str = "kernel", target=None) -> LoweredFunc:
     """The loop IR of `s`; print it to read C-like pseudo-code. With `target`,
     that target's passes and limits apply (as `build` would)."""
     if target is None:
-        return _lower(s, args, name)
+        return _hinted(lambda: _lower(s, args, name))
     tgt = as_target(target)
-    return backend_for(tgt).lower(s, args, name, tgt)
+    return _hinted(lambda: backend_for(tgt).lower(s, args, name, tgt))
 
 
 def build(s, args=None, target="cpu", name: str = "kernel"):
@@ -37,7 +51,7 @@ def build(s, args=None, target="cpu", name: str = "kernel"):
     if not isinstance(s, Schedule):
         args = list(s) if args is None else list(args)
         s = best_schedule(backend, args, tgt)
-    return backend.build(s, args, tgt, name)
+    return _hinted(lambda: backend.build(s, args, tgt, name))
 
 
 def tune(tensors, target="cpu", trials: int = 200, method: str = "q", **options) -> TuneResult:

@@ -31,6 +31,15 @@ class ScheduleError(TilewrightError):
     """An illegal schedule primitive request."""
 
 
+class TensorizeError(ScheduleError):
+    """`s[T].tensorize` cannot place its intrinsic at the marked loop. `tensor` (the stage's) and
+    `intrin` let the API, which knows the embedder, add where the intrinsic would fit."""
+
+    def __init__(self, message: str, tensor=None, intrin=None):
+        super().__init__(message)
+        self.tensor, self.intrin = tensor, intrin
+
+
 class EmptySpaceError(ScheduleError):
     """A schedule space whose constraints reject every point (a tiny or odd-shaped program on a device
     whose rules it cannot meet): a kind with a fallback schedule uses that instead."""

@@ -104,3 +104,23 @@ def test_product_objective_ranks_as_the_linear_one(monkeypatch):
     monkeypatch.setattr(embed_model, "LINEAR_OBJECTIVE_LIMIT", 0)
     product = [(e.axis_map(), e.objective) for e in embed(op, intrin, top_k=3)]
     assert [o for _, o in product] == [o for _, o in linear] and product[0] == linear[0]
+
+
+def test_a_tensorize_the_matcher_cannot_place_says_where_the_embedder_would():
+    """s[C].tensorize on loops that do not pair with the intrinsic's: the error names the loops and
+    adds the embedder's mapping with its rewrites."""
+    from tilewright.errors import TensorizeError
+    from tilewright.intrin import get
+
+    A = tw.placeholder((8, 32), "uint8", name="A")
+    B = tw.placeholder((32, 16), "int8", name="B")
+    k = tw.reduce_axis(32, "k")
+    C = tw.compute((8, 16), lambda i, j: tw.sum(A[i, k].astype("int32") * B[k, j].astype("int32"), axis=k),
+                   name="C")
+    s = tw.create_schedule(C)
+    s[C].tensorize(s[C].op.axis[1], get("x86.dot_8x4_u8s8"))
+    with pytest.raises(TensorizeError) as err:
+        tw.lower(s, [A, B, C])
+    text = str(err.value)
+    assert "split or reorder" in text and "the embedder (tw.intrin.embed) places it" in text
+    assert "i -> j:8" in text and "k -> k:4" in text and "reorder         B" in text

@@ -137,4 +137,18 @@ def embed(output: Tensor, intrin: TensorIntrin, *, pad: bool = True, top_k: int 
         rewrites=tuple(_rewrites(op, intr, pairing, s)), seconds=s.seconds) for n, s in enumerate(sols, 1)]
 
 
-__all__ = ["Embedding", "EmbeddingError", "Rewrite", "SolverTimeout", "embed"]
+def embedding_hint(output: Tensor, intrin: TensorIntrin, time_limit: float = 2.0) -> str:
+    """What the embedder says where the tensorize matcher could not place `intrin` in `output`: its
+    best embedding with the rewrites that realize it, or why there is none ('' where the solver
+    is not installed or runs out of time)."""
+    try:
+        best = embed(output, intrin, top_k=1, time_limit=time_limit, workers=1)[0]
+    except SolverTimeout:
+        return ""
+    except EmbeddingError as exc:
+        return "" if "not installed" in str(exc) else f"the embedder finds no embedding either: {exc}"
+    return ("the embedder (tw.intrin.embed) places it after these rewrites:\n" + str(best)
+            + "\n(tw.tune on a CPU target applies the split, pad and reorder rewrites itself)")
+
+
+__all__ = ["Embedding", "EmbeddingError", "Rewrite", "SolverTimeout", "embed", "embedding_hint"]

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import ScheduleError
+from ..errors import TensorizeError
 from ..ir import arith
 from ..ir.expr import Binary, BinOp, Cast, Const, Expr, IterVar, Load, Reduce, Var
 from ..ir.stmt import Allocate, Buffer, For, ForKind, IfThenElse, IntrinCall, Scope, Stmt, Store, seq
@@ -49,7 +49,8 @@ class BodyMismatch(Exception):
 
 
 def _fail(stage, axis, intrin, reason: str):
-    return ScheduleError(f"stage '{stage.name}': tensorize at loop '{axis.name}' with '{intrin.name}': {reason}")
+    return TensorizeError(f"stage '{stage.name}': tensorize at loop '{axis.name}' with '{intrin.name}': {reason}",
+                          getattr(stage, "tensor", None), intrin)
 
 
 def _axes_text(pairs) -> str:
