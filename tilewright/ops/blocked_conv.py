@@ -64,12 +64,14 @@ def shift_bias_clip(acc: Tensor, bias: Tensor | None = None, shift: int = 8, lo:
                     name: str = "shift_bias_clip", round_half_up: bool = False) -> Tensor:
     """int8 clip((acc >> shift) + bias, lo, hi): an arithmetic shift (flooring; `round_half_up` adds
     2^(shift-1) first, so a quantized network's values do not drift down layer by layer);
-    bias [N/b, O/bo, 1, 1, b, bo]."""
+    acc blocked [N/b, O/bo, OH, OW, b, bo] with bias [N/b, O/bo, 1, 1, b, bo], or NCHW [N, O, OH, OW]
+    (an ops.conv2d's) with bias [O]."""
     op = "shift_bias_clip"
     expect_tensor(acc, op, "accumulator")
-    expect_ndim(acc, 6, op, "accumulator", "N/b, O/bo, OH, OW, b, bo")
+    if acc.ndim != 4:
+        expect_ndim(acc, 6, op, "accumulator", "N/b, O/bo, OH, OW, b, bo (or NCHW)")
     if bias is not None:
-        want = [acc.shape[0], acc.shape[1], 1, 1, acc.shape[4], acc.shape[5]]
+        want = [acc.shape[1]] if acc.ndim == 4 else [acc.shape[0], acc.shape[1], 1, 1, acc.shape[4], acc.shape[5]]
         if list(bias.shape) != want or bias.dtype.name != "int32":
             raise ShapeError(f"{op}: bias '{bias.name}' must be int32 {want}, got {bias.dtype} {list(bias.shape)}")
     if isinstance(shift, bool) or not isinstance(shift, int) or not 0 <= shift <= 31:
@@ -77,17 +79,18 @@ def shift_bias_clip(acc: Tensor, bias: Tensor | None = None, shift: int = 8, lo:
     if not -128 <= lo <= hi <= 127:
         raise ShapeError(f"{op}: need -128 <= lo <= hi <= 127 for an int8 result, got lo={lo}, hi={hi}")
 
-    def body(n, o, y, x, bn, bk):
-        v = acc[n, o, y, x, bn, bk]
+    def body(*i):
+        v = acc[i]
         if round_half_up and shift:
             v = v + const(1 << (shift - 1), "int32")
         v = v >> const(shift, "int32")
         if bias is not None:
-            v = v + bias[n, o, 0, 0, bn, bk]
+            v = v + (bias[i[1]] if acc.ndim == 4 else bias[i[0], i[1], 0, 0, i[4], i[5]])
         return te_min(te_max(v, const(lo, "int32")), const(hi, "int32")).astype("int8")
 
-    return compute(acc.shape, body, name=name, attrs={"operator": op, "shift": shift, "lo": lo, "hi": hi,
-                                                      "round": bool(round_half_up)})
+    names = ("n", "o", "y", "x") if acc.ndim == 4 else ("n", "o", "y", "x", "bn", "bk")
+    attrs = {"operator": op, "shift": shift, "lo": lo, "hi": hi, "round": bool(round_half_up)}
+    return compute(acc.shape, named_axes(body, names), name=name, attrs=attrs)
 
 
 __all__ = ["conv2d_blocked", "shift_bias_clip"]

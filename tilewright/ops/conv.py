@@ -173,6 +173,9 @@ def conv_nd(x: Tensor, w: Tensor, bias: Tensor | None, stride, padding, dilation
         data = pad_axes(x, [0, 0, *before], [0, 0, *after], 0, name=f"{name}_pad")
         shape = (x.shape[0], out_channels, *out_spatial)
         names = ("n", "o", *spatial)
+    # the parameters, for backends that lower whole operators (target "vta" takes an NCHW int8 conv2d)
+    attrs = {"operator": op, "stride": stride, "padding": tuple(before), "padding_after": tuple(after),
+             "dilation": dilation, "groups": groups, "layout": layout}
     if all(k == 1 for k in kernel) and any(st > 1 for st in stride) and not any(before) and not any(after):
         # a strided 1x1 reads only every stride-th element: taking those into their own stage lets the
         # schedule copy them once (a dense, mergeable input for a stride-1 contraction) or inline the read
@@ -191,7 +194,7 @@ def conv_nd(x: Tensor, w: Tensor, bias: Tensor | None, stride, padding, dilation
             a, b = a.astype(out_dtype), b.astype(out_dtype)
         return te_sum(a * b, axis=[rc, *rs])
 
-    acc = compute(shape, named_axes(body, names), name=name if bias is None else f"{name}_sum")
+    acc = compute(shape, named_axes(body, names), name=name if bias is None else f"{name}_sum", attrs=attrs)
     channel = (lambda *i: i[-1]) if channels_last else (lambda *i: i[1])
     return add_bias(acc, bias, channel, names, name)
 

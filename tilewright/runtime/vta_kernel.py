@@ -100,6 +100,18 @@ class VTAKernel(_Simulated):
 
 
 
+def by_role(roles: tuple[str, ...], arrays) -> dict:
+    """A kernel call's arrays by role ("data", "kernel", "bias", "out"), checked: one per role, the
+    output a writable NumPy array."""
+    if len(arrays) != len(roles):
+        raise ShapeError(f"VTA kernel: expected {len(roles)} arrays ({', '.join(roles)}), got {len(arrays)}")
+    named = dict(zip(roles, arrays))
+    out = named["out"]
+    if not isinstance(out, np.ndarray) or not out.flags.writeable:
+        raise ShapeError("VTA kernel: the output argument must be a writable NumPy array")
+    return named
+
+
 class VTAOperatorKernel:
     """`tw.build([...], target="vta")`'s kernel: called with every argument in the build's order
     (outputs preallocated, as every tilewright kernel), it runs the program and fills the output."""
@@ -109,14 +121,8 @@ class VTAOperatorKernel:
         self.program = kernel.program
 
     def __call__(self, *arrays):
-        if len(arrays) != len(self.roles):
-            raise ShapeError(f"VTA kernel: expected {len(self.roles)} arrays ({', '.join(self.roles)}), got "
-                             f"{len(arrays)}")
-        named = dict(zip(self.roles, arrays))
-        out = named["out"]
-        if not isinstance(out, np.ndarray) or not out.flags.writeable:
-            raise ShapeError("VTA kernel: the output argument must be a writable NumPy array")
-        return self.kernel(named["data"], named["kernel"], named.get("bias"), out=out)
+        named = by_role(self.roles, arrays)
+        return self.kernel(named["data"], named["kernel"], named.get("bias"), out=named["out"])
 
     @property
     def source(self) -> str:

@@ -162,12 +162,13 @@ def run_realization(r: Realization, x: np.ndarray, w: np.ndarray, bias: np.ndarr
 
 class EmbeddedConv:
     """A convolution run on the accelerator through an embedding: the realization's host gathers around one
-    native accelerator convolution. Constant weights and bias are packed once, here. Called with NCHW int8
-    data, returns NCHW int8; `stats()` / `time()` are the simulated kernel's, `transform_seconds` the host
-    gathers' wall time of the last call (measured)."""
+    native accelerator convolution. Constant weights and bias are packed once, here (or per call through
+    `run`, where `weight` is None). Called with NCHW int8 data, returns NCHW int8; `stats()` / `time()`
+    are the simulated kernel's, `transform_seconds` the host gathers' wall time of the last call
+    (measured)."""
 
-    def __init__(self, r: Realization, weight: np.ndarray, bias: np.ndarray | None, epilogue: Epilogue = TVM_EPILOGUE,
-                 tiling=None):
+    def __init__(self, r: Realization, weight: np.ndarray | None, bias: np.ndarray | None,
+                 epilogue: Epilogue = TVM_EPILOGUE, tiling=None):
         from ..lower.vta_conv import lower_conv2d
         from ..runtime.vta_kernel import VTAKernel
         from .vta_tune import default_tiling
@@ -175,21 +176,29 @@ class EmbeddedConv:
         self.realization, self.epilogue = r, epilogue
         self.kernel = VTAKernel(lower_conv2d(r.shape, r.cfg, tiling or default_tiling(r.shape, r.cfg, epilogue),
                                              epilogue))
-        self.weight = r.layout.pack_weight(np.asarray(weight, np.int8))
-        self.bias = r.layout.pack_bias(np.asarray(bias, np.int32)) if epilogue.bias else None
+        self.weight, self.bias = self.pack_constants(weight, bias) if weight is not None else (None, None)
         self.transform_seconds = 0.0
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
+        return self.run(x, self.weight, self.bias)
+
+    def run(self, x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+        """NCHW int8 data through the accelerator with weights and bias already packed."""
         import time
 
         t0 = time.perf_counter()
         data = self.realization.layout.pack_data(np.asarray(x, np.int8))
         t1 = time.perf_counter()
-        out = self.kernel(data, self.weight, self.bias)
+        out = self.kernel(data, weight, bias)
         t2 = time.perf_counter()
         result = self.realization.layout.unpack(out)
         self.transform_seconds = (t1 - t0) + (time.perf_counter() - t2)
         return result
+
+    def pack_constants(self, weight: np.ndarray, bias: np.ndarray | None):
+        lay = self.realization.layout
+        return (lay.pack_weight(np.asarray(weight, np.int8)),
+                lay.pack_bias(np.asarray(bias, np.int32)) if self.epilogue.bias else None)
 
     def stats(self):
         return self.kernel.stats()
@@ -244,17 +253,19 @@ def choose_embedding(p: ConvProblem, cfg: VTAConfig, top_k: int = 5, epilogue: E
 
 
 def tune_embedding(p: ConvProblem, cfg: VTAConfig, trials: int = 40, top_k: int = 5,
-                   epilogue: Epilogue = TVM_EPILOGUE, seed: int = 0):
+                   epilogue: Epilogue = TVM_EPILOGUE, seed: int = 0, method: str = "q", records=None):
     """The search over embeddings and tilings together: the template and the top-k embeddings are the
     choices of one knob, each tuned (the FlexTensor search against the cycle model) with an equal share of
-    `trials`. Returns (realization, tiling, simulated seconds, [(label, tiling, seconds or None, why not)])."""
+    `trials` (`method`: the search's; `records`: the store its measurements go to). Returns (realization,
+    tiling, simulated seconds, [(label, tiling, seconds or None, why not)])."""
     from .vta_tune import tune_conv
 
     tried, best = [], None
     candidates = list(_candidates(p, cfg, top_k, epilogue, tried))
     share = max(1, trials // (len(candidates) + len(tried)))
     for m, r in candidates:
-        tiling, history = tune_conv(r.shape, cfg, trials=share, seed=seed, epilogue=epilogue)
+        tiling, history = tune_conv(r.shape, cfg, trials=share, seed=seed, epilogue=epilogue, method=method,
+                                    records=records)
         seconds = min(c for t, c, _ in history if t == tiling)
         tried.append((m.label, tiling, seconds, ""))
         if best is None or seconds < best[2]:

@@ -18,7 +18,7 @@ import numpy as np
 from .. import __version__
 from ..errors import ScheduleError, TilewrightError
 from ..lower.vta_conv import TVM_EPILOGUE, ConvShape, Epilogue, VTATiling, check_fits, lower_conv2d
-from ..lower.vta_operator import match_conv
+from ..lower.vta_operator import NchwConvOperator, match_conv
 from ..records import Record, Records
 from ..records.store import active_records, now
 from ..runtime.vta_kernel import VTAKernel, VTAOperatorKernel
@@ -143,6 +143,10 @@ def build_operator(args, target):
     cfg = target.vta
     op = match_conv(args, cfg)
     store = active_records()
+    if isinstance(op, NchwConvOperator):  # its layout comes from an embedding
+        from .vta_embed_operator import build_nchw
+
+        return build_nchw(op, target, store)
     tiling = best_tiling(op.shape, cfg, store, op.epilogue) if store is not None else None
     tiling = tiling or default_tiling(op.shape, cfg, op.epilogue)
     return VTAOperatorKernel(VTAKernel(lower_conv2d(op.shape, cfg, tiling, op.epilogue)), op.roles)
@@ -180,6 +184,10 @@ def tune_operator(tensors, target, trials: int = 60, method: str = "q", seed: in
     cfg = target.vta
     op = match_conv(args, cfg)
     store = Records(records) if isinstance(records, (str, Path)) else (records or active_records())
+    if isinstance(op, NchwConvOperator):  # the template and the top-k embeddings, searched together
+        from .vta_embed_operator import tune_nchw
+
+        return tune_nchw(args, op, target, trials, method, seed, store)
     best, history = tune_conv(op.shape, cfg, trials, seed, op.epilogue, method, records=store)
     cost = min(c for t, c, _ in history if t == best)
     return VTATuneResult(best, cost, history, history[0][1], args, target)
