@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .provenance import provenance, provenance_line
+from .provenance import provenance, provenance_line, save_run
 from .timing import alternating_medians, median_seconds
 
 SUITE = Path(__file__).resolve().parents[2].parent / "shared" / "benchmarks" / "resnet50_conv.json"
@@ -260,9 +260,7 @@ def main(argv=None) -> int:
     for label, g in doc["geomean"].items():
         print(f"geomean ({label}): " + ", ".join(f"vs {n} {v:.2f}x" for n, v in g.items()))
     if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "int8_conv.json").write_text(json.dumps(doc, indent=1))
-        (args.out / "int8_conv.md").write_text(markdown(doc))
+        save_run(args.out, "int8_conv", doc, markdown(doc))
     return 0
 
 

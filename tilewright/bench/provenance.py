@@ -102,3 +102,13 @@ def provenance_line(doc: dict) -> str:
 
 
 KERNEL_CACHE_AT_IMPORT = kernel_cache()
+
+def save_run(out, stem: str, doc: dict, markdown: str) -> None:
+    """`<out>/<stem>.json` (the run's document) and `<out>/<stem>.md` (its table)."""
+    import json
+    from pathlib import Path
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{stem}.json").write_text(json.dumps(doc, indent=1))
+    (out / f"{stem}.md").write_text(markdown)
