@@ -5,11 +5,14 @@ space is built around it instead of plain vector arithmetic.
 The embedding is found by trying it, not by a template: for each spatial
 loop that could carry the intrinsic's lanes and each reduce loop that could
 carry its columns, a probe schedule is lowered and kept if the matcher
-(lower/tensorize.py) reads every operand in place (nothing staged). The
-operands must therefore already be in a layout the intrinsic reads
-(weights packed [.., lanes, columns], activations with the columns innermost,
-outputs with the lanes innermost): choosing those layouts is the graph's job,
-as TVM's layout alteration is.
+(lower/tensorize.py) reads every operand in place (nothing staged): the
+operands are already in a layout the intrinsic reads (weights packed
+[.., lanes, columns], activations with the columns innermost, outputs with
+the lanes innermost), as the graph's layout pass writes a model's int8
+convolutions. Where they are not, the constraint-programming embedder says
+where the intrinsic goes and space/cpu_embed.py rewrites the program's
+layouts for each realizable embedding; the `embedding` knob then chooses
+among the rewritten programs.
 
 Knobs: the embedding; the register tile, `rows` positions of one spatial loop
 times `blocks` lane groups (of the lanes loop, or of another spatial loop),
