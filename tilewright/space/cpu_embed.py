@@ -126,13 +126,90 @@ def _bound(expr, extent: int, padded: int):
     return expr < extent if padded != extent else None
 
 
+@dataclass(frozen=True)
+class _Operands:
+    """The main node's two reads as the intrinsic pairs them: `a` broadcast along the lanes, `b` read
+    per lane; `da` the dim of `a` indexed by the columns axis, `ds` / `dr` those of `b` indexed by the
+    lanes and the columns axis."""
+
+    a: Load
+    b: Load
+    da: int
+    ds: int
+    dr: int
+
+
+def _operands(main, intrin, s, r) -> _Operands | None:
+    from ..intrin.affine_form import affine_form, pair_operands
+
+    op, intr = affine_form(main), affine_form(intrin.output, "intrinsic")
+    pairing = pair_operands(op, intr)
+    vec_n = next(n for n, acc in enumerate(intr.reads) if acc.uses(0))
+    load_b, load_a = op._loads[pairing[vec_n]], op._loads[pairing[1 - vec_n]]
+    dims = _dim_of(load_a, r), _dim_of(load_b, s), _dim_of(load_b, r)
+    if load_a.tensor is load_b.tensor or None in dims or _uses(load_a, s):
+        return None
+    return _Operands(load_a, load_b, *dims)
+
+
+def _packs(ops: _Operands, L: int, C: int, Es: int, Er: int, replaced: dict):
+    """The operands packed with the parts on the intrinsic's axes innermost, zero where padded; the
+    broadcast operand a view of the caller's array where that is the same memory (`replaced`)."""
+    A, B, da, ds, dr = ops.a.tensor, ops.b.tensor, ops.da, ops.ds, ops.dr
+    Ps, Pr = -(-Es // L) * L, -(-Er // C) * C
+
+    def pack_a(*i):
+        idx = list(i[:-1])
+        idx[da] = i[da] * C + i[-1]
+        return _guarded(A[tuple(idx)], [_bound(idx[da], Er, Pr)], A.dtype)
+
+    def pack_b(*i):
+        idx = list(i[:-2])
+        idx[ds], idx[dr] = i[ds] * L + i[-2], i[dr] * C + i[-1]
+        return _guarded(B[tuple(idx)], [_bound(idx[ds], Es, Ps), _bound(idx[dr], Er, Pr)], B.dtype)
+
+    shape_a, shape_b = list(A.shape), list(B.shape)
+    shape_a[da] = Pr // C
+    shape_b[ds], shape_b[dr] = Ps // L, Pr // C
+    if isinstance(A.op, PlaceholderOp) and da == A.ndim - 1 and Pr == Er == A.shape[da]:
+        # [.., r] is [.., r/C, C] in memory: a view of the caller's array, no copy
+        Ap = placeholder((*shape_a, C), A.dtype, name=A.name, value_range=A.op.value_range)
+        replaced[id(A)] = Ap
+    else:
+        Ap = compute((*shape_a, C), pack_a, name=f"{A.name}_c{C}")
+    return Ap, compute((*shape_b, L, C), pack_b, name=f"{B.name}_{L}x{C}")
+
+
+def _blocked_main(main, ops: _Operands, Ap, Bp, choice: LayoutChoice, Ps: int, Pr: int, name: str):
+    """The reduction over the packed operands, its lanes part innermost: [.., s/L, .., L]."""
+    s, r, L, C, pos = main.op.axis[choice.lanes], main.op.reduce_axis[choice.columns], choice.L, choice.C, \
+        choice.lanes
+    red = [reduce_axis(Pr // C, f"{v.name}_o") if v is r else reduce_axis(v.extent, v.name)
+           for v in main.op.reduce_axis]
+    r_in, ro = reduce_axis(C, f"{r.name}_i"), red[choice.columns]
+
+    def body(*i):
+        m = {v: i[k] for k, v in enumerate(main.op.axis) if v is not s}
+        m[s] = i[pos] * L + i[-1]
+        m.update({v: nv for v, nv in zip(main.op.reduce_axis, red) if v is not r})
+        ia = [substitute(ix, m) for ix in ops.a.indices]
+        ia[ops.da] = ro
+        ib = [substitute(ix, m) for ix in ops.b.indices]
+        ib[ops.ds], ib[ops.dr] = i[pos], ro
+        new = {id(ops.a.tensor): Load(Ap, (*ia, r_in), ops.a.dtype),
+               id(ops.b.tensor): Load(Bp, (*ib, i[-1], r_in), ops.b.dtype)}
+        source = transform(main.op.body.source, lambda n: new.get(id(n.tensor)) if isinstance(n, Load) else None)
+        return te_sum(substitute(source, m), axis=[*red, r_in])
+
+    shape = [Ps // L if v is s else v.extent for v in main.op.axis] + [L]
+    return compute(tuple(shape), body, name=name)
+
+
 def rewritten_program(outputs, intrin, choice: LayoutChoice, constants=()) -> Rewritten | None:
     """The program of `outputs` (the caller's tensors) rewritten for `choice`, or None where split,
     pad and reorder cannot realize it (an operand dim indexed by more than the axis, padded lanes
     under an epilogue that reads other tensors along them, several outputs). `constants`: caller
     tensors that never change. Deterministic: a record's trace replays through it."""
-    from ..intrin.affine_form import affine_form, pair_operands
-
     outputs = as_tensor_list(outputs, "outputs")
     first = merge_contiguous_axes(outputs)
     program = first.outputs if first is not None else list(outputs)
@@ -146,61 +223,13 @@ def rewritten_program(outputs, intrin, choice: LayoutChoice, constants=()) -> Re
         return None
     s, r = main.op.axis[choice.lanes], main.op.reduce_axis[choice.columns]
     L, C, pos = choice.L, choice.C, choice.lanes
-    op, intr = affine_form(main), affine_form(intrin.output, "intrinsic")
-    pairing = pair_operands(op, intr)
-    vec_n = next(n for n, acc in enumerate(intr.reads) if acc.uses(0))
-    load_b, load_a = op._loads[pairing[vec_n]], op._loads[pairing[1 - vec_n]]
-    A, B = load_a.tensor, load_b.tensor
-    da, ds, dr = _dim_of(load_a, r), _dim_of(load_b, s), _dim_of(load_b, r)
-    if A is B or None in (da, ds, dr) or _uses(load_a, s):
+    ops = _operands(main, intrin, s, r)
+    if ops is None:
         return None
     Es, Er = s.extent, r.extent
     Ps, Pr = -(-Es // L) * L, -(-Er // C) * C
-
-    def pack_a(*i):
-        q, c = i[da], i[-1]
-        idx = list(i[:-1])
-        idx[da] = q * C + c
-        return _guarded(A[tuple(idx)], [_bound(idx[da], Er, Pr)], A.dtype)
-
-    shape_a = list(A.shape)
-    shape_a[da] = Pr // C
-    replaced = {}
-    if isinstance(A.op, PlaceholderOp) and da == A.ndim - 1 and Pr == Er == A.shape[da]:
-        # [.., r] is [.., r/C, C] in memory: a view of the caller's array, no copy
-        Ap = placeholder((*shape_a, C), A.dtype, name=A.name, value_range=A.op.value_range)
-        replaced[id(A)] = Ap
-    else:
-        Ap = compute((*shape_a, C), pack_a, name=f"{A.name}_c{C}")
-
-    def pack_b(*i):
-        idx = list(i[:-2])
-        idx[ds], idx[dr] = i[ds] * L + i[-2], i[dr] * C + i[-1]
-        return _guarded(B[tuple(idx)], [_bound(idx[ds], Es, Ps), _bound(idx[dr], Er, Pr)], B.dtype)
-
-    shape_b = list(B.shape)
-    shape_b[ds], shape_b[dr] = Ps // L, Pr // C
-    Bp = compute((*shape_b, L, C), pack_b, name=f"{B.name}_{L}x{C}")
-
-    blocked = [Ps // L if v is s else v.extent for v in main.op.axis] + [L]
-    red = [reduce_axis(Pr // C, f"{v.name}_o") if v is r else reduce_axis(v.extent, v.name)
-           for v in main.op.reduce_axis]
-    r_in = reduce_axis(C, f"{r.name}_i")
-    ro = red[choice.columns]
-
-    def main_body(*i):
-        m = {v: i[k] for k, v in enumerate(main.op.axis) if v is not s}
-        m[s] = i[pos] * L + i[-1]
-        m.update({v: nv for v, nv in zip(main.op.reduce_axis, red) if v is not r})
-        ia = [substitute(ix, m) for ix in load_a.indices]
-        ia[da] = ro
-        ib = [substitute(ix, m) for ix in load_b.indices]
-        ib[ds], ib[dr] = i[pos], ro
-        new = {id(A): Load(Ap, (*ia, r_in), load_a.dtype), id(B): Load(Bp, (*ib, i[-1], r_in), load_b.dtype)}
-        source = transform(main.op.body.source,
-                           lambda n: new.get(id(n.tensor)) if isinstance(n, Load) else None)
-        return te_sum(substitute(source, m), axis=[*red, r_in])
-
+    replaced: dict = {}
+    Ap, Bp = _packs(ops, L, C, Es, Er, replaced)
     chain = [n.tensor for n in (*inlined, anchor) if n is not g.main]
     # lanes innermost and unpadded: the blocked output is the caller's array, no unpack
     in_place = pos == main.ndim - 1 and Ps == Es
@@ -208,8 +237,7 @@ def rewritten_program(outputs, intrin, choice: LayoutChoice, constants=()) -> Re
     def name(t):
         return t.name if in_place and t is (chain[-1] if chain else main) else f"{t.name}_b{L}"
 
-    Mp = compute(tuple(blocked), main_body, name=name(main))
-    last, last_p = main, Mp
+    last, last_p = main, _blocked_main(main, ops, Ap, Bp, choice, Ps, Pr, name(main))
     for t in chain:
         others = [n for n in _loads_in(t) if n.tensor is not last]
         if Ps != Es and any(_uses(n, t.op.axis[pos]) for n in others):
@@ -230,22 +258,29 @@ def rewritten_program(outputs, intrin, choice: LayoutChoice, constants=()) -> Re
     def view(t):
         return inner.get(id(t), t)
 
+    merged, consts = _caller_views(outputs, first, second, replaced, view, final, constants)
+    pads = [t for t in collect_program([Ap, Bp]).tensors
+            if t is not Ap and t is not Bp and isinstance(t.op, ComputeOp) and not t.op.reduce_axis]
+    return Rewritten(choice, list(final), merged, tuple(view(t) for t in (Ap, Bp) if isinstance(t.op, ComputeOp)),
+                     tuple(view(t) for t in pads), None if in_place else view(out), consts)
+
+
+def _caller_views(outputs, first, second, replaced: dict, view, final, constants):
+    """The views from the caller's tensors through the first axis merge, the rewrite and the second
+    merge to the rewritten program's; and the ids there of the caller's constants."""
     before = first.views if first is not None else {}
     originals = first.originals if first is not None else collect_program(outputs).tensors
     const_ids = {id(t) for t in constants}
     views, consts = {}, set()
     for t in originals:
-        now = view(replaced.get(id(before.get(id(t), t)), before.get(id(t), t)))
+        now = before.get(id(t), t)
+        now = view(replaced.get(id(now), now))
         if id(t) in const_ids:
             consts.add(id(now))
         if now is not t:
             views[id(t)] = now
     keep = (*originals, *before.values(), *replaced.values(), *(second.originals if second is not None else ()))
-    pads = [t for t in collect_program([Ap, Bp]).tensors
-            if t is not Ap and t is not Bp and isinstance(t.op, ComputeOp) and not t.op.reduce_axis]
-    return Rewritten(choice, list(final), MergedProgram(list(final), views, keep),
-                     tuple(view(t) for t in (Ap, Bp) if isinstance(t.op, ComputeOp)), tuple(view(t) for t in pads),
-                     None if in_place else view(out), frozenset(consts))
+    return MergedProgram(list(final), views, keep), frozenset(consts)
 
 
 def _loads_in(t) -> list[Load]:
