@@ -11,7 +11,9 @@ same whatever its tensors are called: a model's conv layer and the same layer in
 another model differ only in names. The first step, `tensor_names`, lists the
 program's tensors in canonical order (the workload key's); replay renames the
 trace onto the caller's program position by position. Traces without it replay
-by name as they were recorded."""
+by name as they were recorded. A schedule over a program the CPU space rewrote for an
+embedded intrinsic (space/cpu_embed.py) stores the rewrite as the very first step,
+`embed_layout`; replay rebuilds the same program from the caller's before anything else."""
 
 from __future__ import annotations
 
@@ -88,6 +90,9 @@ def schedule_from_trace(outputs, text: str):
     if steps and steps[0].stage == "" and steps[0].primitive == NAMES_STEP:
         steps = _renamed(steps[1:], list(steps.pop(0).args.get("tensors", [])), program)
     if not (steps and steps[0].stage == "" and steps[0].primitive == MERGE_STEP):
+        if rewrite is not None:
+            raise ScheduleError("the trace rewrites the program's layouts but records no views of the caller's "
+                                "tensors; it cannot be replayed")
         s = create_schedule(outputs)
     else:
         want = steps.pop(0).args.get("shapes")
