@@ -27,7 +27,7 @@ from ..analysis.axis_merge import MergedProgram, merge_contiguous_axes
 from ..analysis.graph import analyze
 from ..errors import TilewrightError
 from ..ir.expr import Const, Load
-from ..ir.traverse import free_vars, substitute, transform
+from ..ir.traverse import free_vars, substitute, transform, walk
 from ..te import compute, if_then_else, logical_and, placeholder, reduce_axis
 from ..te import sum as te_sum
 from ..te.program import as_tensor_list, collect_program
@@ -74,7 +74,8 @@ class Rewritten:
 
 @dataclass(frozen=True)
 class Relaid:
-    """A rewritten program and the plan that schedules it; `embedding` the solver's."""
+    """A rewritten program and the plan that schedules it; `embedding` the solver's (what `print`
+    shows of the choice)."""
 
     rewritten: Rewritten
     plan: CpuPlan
@@ -284,8 +285,6 @@ def _caller_views(outputs, first, second, replaced: dict, view, final, constants
 
 
 def _loads_in(t) -> list[Load]:
-    from ..ir.traverse import walk
-
     return [n for n in walk(t.op.body) if isinstance(n, Load)]
 
 

@@ -117,12 +117,8 @@ def _embedded_space(outputs, plan: CpuPlan, target, constants) -> tuple[Space, T
     from .cpu_embed import embedded_variants
 
     for intrin in _candidates(plan, target):
-        try:
-            variants = embedded_variants(outputs, plan, intrin, constants)
-        except ImportError:
-            return None
         kept, found = [], []
-        for v in variants:
+        for v in embedded_variants(outputs, plan, intrin, constants):  # [] where OR-Tools is missing
             main = v.plan.main
             lp, rp = len(main.spatial) - 1, len(main.reduce) - 1  # the rewrite puts lanes and columns last
             if _embeds(TensorizedPlan(plan, intrin, ((lp, rp),), relaid=(v,)), _PROBE):
