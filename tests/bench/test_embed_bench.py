@@ -34,3 +34,20 @@ def test_payoff_row():
     doc = {"table": 5, "block": "8x8x8", "trials": 0, "layers": [row], "provenance": provenance(threads=1),
            "summary": dict.fromkeys(("op", "transform", "combined", "data", "weights", "total"), 1.0)}
     assert "| t |" in vta_embed_payoff.markdown(doc)
+
+
+def test_tilings_of_a_previous_run_are_read_back(tmp_path):
+    """--tilings-from: every printed tiling parses to the tiling that printed it, keyed by layer and realization."""
+    import json
+
+    from tilewright.lower.vta_conv import VTATiling
+
+    tilings = [VTATiling(8, 12, 1, 1), VTATiling(4, 7, 2, 3, 2, "h"), VTATiling(2, 2, 4, 1, 4, "co", "co h w")]
+    for t in tilings:
+        assert vta_embed_payoff.parse_tiling(str(t)) == t
+    side = lambda name, t: {"realization": name, "tiling": str(t)}  # noqa: E731
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps({"layers": [{"layer": "L0", "reference": side("ref", tilings[0]),
+                                            "candidates": [side("#1", tilings[1]), side("#2", tilings[2])]}]}))
+    assert vta_embed_payoff.recorded_tilings(path) == {("L0", "ref"): tilings[0], ("L0", "#1"): tilings[1],
+                                                        ("L0", "#2"): tilings[2]}

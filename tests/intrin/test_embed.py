@@ -124,3 +124,30 @@ def test_a_tensorize_the_matcher_cannot_place_says_where_the_embedder_would():
     text = str(err.value)
     assert "split or reorder" in text and "the embedder (tw.intrin.embed) places it" in text
     assert "i -> j:8" in text and "k -> k:4" in text and "reorder         B" in text
+
+
+def test_a_missing_solver_is_its_own_error_and_the_tensorize_hint_stays_quiet(monkeypatch):
+    """Without OR-Tools, embed raises SolverMissing (an EmbeddingError saying what to install) and a
+    tensorize error carries no embedder hint instead of a misleading 'no embedding'."""
+    import builtins
+
+    from tilewright.intrin import SolverMissing, get
+    from tilewright.intrin.embed import embedding_hint
+
+    real_import = builtins.__import__
+
+    def no_ortools(name, *args, **kwargs):
+        if name.startswith("ortools"):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    A = tw.placeholder((8, 32), "uint8", name="A")
+    B = tw.placeholder((32, 16), "int8", name="B")
+    k = tw.reduce_axis(32, "k")
+    C = tw.compute((8, 16), lambda i, j: tw.sum(A[i, k].astype("int32") * B[k, j].astype("int32"), axis=k),
+                   name="C")
+    assert "places it" in embedding_hint(C, get("x86.dot_8x4_u8s8"))
+    monkeypatch.setattr(builtins, "__import__", no_ortools)
+    with pytest.raises(SolverMissing, match=r"pip install 'tilewright\[embed\]'"):
+        embed(ConvProblem(1, 16, 8, 8, 16, 3, 3, 1, 1).te(), vta_gemm(VTA16))
+    assert embedding_hint(C, get("x86.dot_8x4_u8s8")) == ""

@@ -7,21 +7,26 @@ dilation up into zero taps.
 Per layer and side: the operator's time is **simulated** (cycles of our
 timing model at the configured clock, every output checked bit for bit
 against a NumPy reference); the layout transforms around it (input packing
-and output unpacking) are **measured** on this host (NumPy: TVM's
-pad-and-transpose for the reference, our gathers for the embeddings; both
-timed by one harness). Constant weights are packed once ahead of time on
-both sides and not timed. The best of the top-k realizable embeddings by
-combined time is reported, as the paper auto-tunes its top five and keeps the
-best; `--trials N` tunes every candidate's tiling (and the reference's) with
-the same search against the cycle model.
+and output unpacking) are **measured** on this host, one thread, one
+harness: on both sides compiled te kernels of the layout's index maps
+(search/vta_host_transforms.py), tuned with the same `--transform-trials`;
+the reference takes NumPy's pad-and-transpose instead where that is faster.
+Constant weights are packed once ahead of time on both sides and not timed.
+The best of the top-k realizable embeddings by combined time is reported,
+as the paper auto-tunes its top five and keeps the best; `--trials N` tunes
+every candidate's tiling (and the reference's) with the same search against
+the cycle model.
 
-    python -m tilewright.bench.vta_embed_payoff [--table 3|5] [--trials N] [--out DIR]"""
+    python -m tilewright.bench.vta_embed_payoff [--table 3|5] [--trials N] [--transform-trials N]
+        [--tilings-from JSON] [--out DIR]"""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
+import re
 import time
 from pathlib import Path
 
@@ -37,7 +42,9 @@ from ..search.vta_embed import (
     run_realization,
     unblock,
 )
+from ..search.vta_host_transforms import HostTransforms
 from ..search.vta_tune import tune_conv
+from ..targets import host_target
 from ..targets.vta import VTAConfig
 from .embed_sweep import PAPER_EXTRA
 from .provenance import provenance, provenance_line
@@ -82,38 +89,79 @@ def random_conv_inputs(p: ConvProblem, seed: int = 0):
     return x, w, rng.integers(-64, 64, p.out_channels).astype(np.int32)
 
 
-def _side(r, x, w, bias, want, trials: int, reference: bool) -> dict:
-    tiling, tune_s = None, 0.0
-    if trials:
+def transform_builder(trials: int, records):
+    """How the bench builds a host transform: tuned for `trials` (records kept in `records`), or the default."""
+    if not trials:
+        return None
+    from ..api import tune
+
+    return lambda args, name, target: tune(args, target=target, trials=trials, records=records,
+                                           progress=False).build()
+
+
+def parse_tiling(text: str):
+    """The VTATiling that `str(tiling)` printed (a previous run's JSON)."""
+    from ..lower.vta_conv import VTATiling
+
+    pattern = r"tile h(\d+) w(\d+) co(\d+) ci(\d+)(?: vthreads=(\d+)\((\w+)\))?(?: order ([\w-]+))?"
+    m = re.fullmatch(pattern, text)
+    if m is None:
+        raise ValueError(f"not a printed VTA tiling: {text!r}")
+    h, w, co, ci, vt, axis, order = m.groups()
+    return VTATiling(int(h), int(w), int(co), int(ci), int(vt or 1), axis or "co",
+                     order.replace("-", " ") if order else "h co w")
+
+
+def recorded_tilings(path: Path) -> dict:
+    """{(layer, realization): tiling} of every side of a previous run's JSON."""
+    out = {}
+    for row in json.loads(path.read_text())["layers"]:
+        for side in [row["reference"]] + row["candidates"]:
+            out[(row["layer"], side["realization"])] = parse_tiling(side["tiling"])
+    return out
+
+
+def _side(r, x, w, bias, want, trials: int, reference: bool, builder, known=None) -> dict:
+    tiling, tune_s = (known or {}).get((r.problem.name, r.describe())), 0.0
+    if trials and tiling is None:
         t0 = time.perf_counter()
         tiling, _ = tune_conv(r.shape, r.cfg, trials=trials)
         tune_s = time.perf_counter() - t0
     got, kernel = run_realization(r, x, w, bias, tiling)
     if not np.array_equal(got, want):
         raise AssertionError(f"{r.describe()}: {np.count_nonzero(got != want)} wrong outputs")
-    blocked_out = np.zeros(kernel.shapes["out"], np.int8)
     lay, p, cfg = r.layout, r.problem, r.cfg
-    if reference:  # TVM's pad + transpose, and its unblock + crop
-        pack = lambda: pad_and_block(x, cfg, r.shape.in_channels)  # noqa: E731
-        np.testing.assert_array_equal(pack(), lay.pack_data(x))
-        unpack = lambda: unblock(blocked_out, p.batch, p.out_channels)  # noqa: E731
-    else:
-        pack, unpack = (lambda: lay.pack_data(x)), (lambda: lay.unpack(blocked_out))
+    blocked_out = np.random.default_rng(1).integers(-128, 128, kernel.shapes["out"], dtype=np.int8)
+    t0 = time.perf_counter()
+    host = HostTransforms(lay.geometry, dataclasses.replace(host_target(), cores=1), builder)
+    packed, unpacked = np.empty(lay.geometry.data_shape, np.int8), np.empty(want.shape, np.int8)
+    np.testing.assert_array_equal(host.pack(x, packed), lay.gather_data(x))
+    np.testing.assert_array_equal(host.unpack(blocked_out, unpacked), lay.gather_out(blocked_out))
+    transform_tune_s = time.perf_counter() - t0
+    seconds = median_seconds(lambda: host.pack(x, packed), repeat=5) + \
+        median_seconds(lambda: host.unpack(blocked_out, unpacked), repeat=5)
+    how = f"compiled ({host.pack_passes}-pass pack)"
+    if reference:  # TVM's pad + transpose, and its unblock + crop, in NumPy
+        np.testing.assert_array_equal(pad_and_block(x, cfg, r.shape.in_channels), packed)
+        template = median_seconds(lambda: pad_and_block(x, cfg, r.shape.in_channels), repeat=5) + \
+            median_seconds(lambda: unblock(blocked_out, p.batch, p.out_channels), repeat=5)
+        if template < seconds:
+            seconds, how = template, "NumPy pad-and-transpose"
     s = kernel.stats()
     sh = kernel.shapes
     return {"realization": r.describe(), "tiling": str(kernel.program.tiling), "cycles": s.cycles,
             "gemm_utilization": s.gemm_utilization, "op_seconds": kernel.time().seconds,
-            "transform_seconds": median_seconds(pack, repeat=5) + median_seconds(unpack, repeat=5),
+            "transform_seconds": seconds, "transforms": how, "transform_tune_seconds": transform_tune_s,
             "data_bytes": math.prod(sh["data"]), "weight_bytes": math.prod(sh["kernel"]),
             "out_bytes": math.prod(sh["out"]), "weights_fit": math.prod(sh["kernel"]) <= cfg.wgt_buffer_bytes,
             "load_bytes_wgt": s.load_bytes_wgt, "tune_seconds": tune_s, "exact": True}
 
 
-def run_layer(p: ConvProblem, cfg: VTAConfig, top_k: int, trials: int) -> dict:
+def run_layer(p: ConvProblem, cfg: VTAConfig, top_k: int, trials: int, builder=None, known=None) -> dict:
     x, w, bias = random_conv_inputs(p)
     ref_r = realize(p, reference_embedding(p, cfg), cfg)
     want = numpy_conv(p, x, w, bias)
-    ref = _side(ref_r, x, w, bias, want, trials, reference=True)
+    ref = _side(ref_r, x, w, bias, want, trials, reference=True, builder=builder, known=known)
     t0 = time.perf_counter()
     cands = embed(p.te(), vta_gemm(cfg), top_k=top_k)
     solve_s = time.perf_counter() - t0
@@ -124,7 +172,8 @@ def run_layer(p: ConvProblem, cfg: VTAConfig, top_k: int, trials: int) -> dict:
         except EmbeddingError as exc:
             skipped.append(f"#{e.rank}: {exc}")
             continue
-        sides.append({**_side(r, x, w, bias, want, trials, reference=False), "embedding": str(e).splitlines()[0]})
+        side = _side(r, x, w, bias, want, trials, reference=False, builder=builder, known=known)
+        sides.append({**side, "embedding": str(e).splitlines()[0]})
     best = min(sides, key=lambda s: s["op_seconds"] + s["transform_seconds"])
     combined = lambda s: s["op_seconds"] + s["transform_seconds"]  # noqa: E731
     return {"layer": p.name, "shape": str(p), "reference": ref, "best": best, "candidates": sides,
@@ -155,12 +204,16 @@ def markdown(doc: dict) -> str:
     order = {p.name: k for k, p in enumerate(TABLE3 + TABLE5)}
     rows, s = sorted(doc["layers"], key=lambda r: order.get(r["layer"], 0)), doc["summary"]
     tiling = f"tuned, {doc['trials']} trials per side" if doc["trials"] else "untuned default"
+    if doc.get("tilings_from"):
+        tiling += f" (the tilings that run tuned, from `{Path(doc['tilings_from']).name}`, re-simulated)"
+    host = (f"tuned, {doc['transform_trials']} trials per kernel" if doc.get("transform_trials")
+            else "the CPU space's default point")
     lines = [f"# Embeddings against TVM's padding template, VTA {doc['block']} (Rieber et al. Table "
              f"{doc['table']})", "", provenance_line(doc["provenance"]), "",
              "Operator times are **simulated** (our cycle model at the configured clock, every output bit-exact "
              "against NumPy); transforms (input packing + output unpacking; weights packed once ahead on both "
              "sides) are **measured** on this host. Speed-ups are reference / embedding; memory ratios embedding "
-             f"/ reference. Tiling: {tiling}.",
+             f"/ reference. Tiling: {tiling}. Host transforms: compiled, {host}, 1 thread.",
              "", "| layer | shape | best embedding | op | transforms | combined | data | weights | total | "
                  "weights fit (ref -> ours) |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -178,7 +231,8 @@ def markdown(doc: dict) -> str:
         ref, b = r["reference"], r["best"]
         lines.append(f"- {r['layer']}: reference {ref['cycles']:,} cycles + {ref['transform_seconds'] * 1e3:.2f} ms "
                      f"({ref['realization']}); best {b['cycles']:,} cycles + {b['transform_seconds'] * 1e3:.2f} ms "
-                     f"({b['realization']}); embed {r['embed_seconds']:.2f} s"
+                     f"({b['realization']}); embed {r['embed_seconds']:.2f} s; transforms: reference "
+                     f"{ref.get('transforms', 'NumPy')}, ours {b.get('transforms', 'NumPy gathers')}"
                      + (f"; not realizable: {'; '.join(r['skipped'])}" if r["skipped"] else ""))
     return "\n".join(lines) + "\n"
 
@@ -188,6 +242,11 @@ def main(argv=None) -> dict:
     ap.add_argument("--table", type=int, choices=(3, 5), default=3)
     ap.add_argument("--top-k", type=int, default=5)
     ap.add_argument("--trials", type=int, default=0, help="tiling trials per side (0: untuned default tiling)")
+    ap.add_argument("--transform-trials", type=int, default=0,
+                    help="tuning trials per host transform kernel, both sides (0: the CPU space's default point)")
+    ap.add_argument("--tilings-from", type=Path, default=None,
+                    help="a previous run's JSON: its tuned tilings are reused (and re-simulated) for the same "
+                         "realizations instead of tuning them again")
     ap.add_argument("--layers", default="", help="comma-separated layer names (default: all)")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
@@ -197,17 +256,22 @@ def main(argv=None) -> dict:
         named = {p.name.split()[0]: p for p in problems}
         problems = [named[n] for n in args.layers.split(",")]
     rows: list[dict] = []
+    known = recorded_tilings(args.tilings_from) if args.tilings_from else None
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
     for p in problems:
         t0 = time.perf_counter()
-        rows.append(run_layer(p, cfg, args.top_k, args.trials))
+        records = args.out / "host_transforms.jsonl" if args.out else None
+        rows.append(run_layer(p, cfg, args.top_k, args.trials, transform_builder(args.transform_trials, records),
+                              known))
         r = rows[-1]
         print(f"{p.name:10s} op x{r['op_speedup']:.2f} transforms x{r['transform_speedup']:.2f} combined "
               f"x{r['combined_speedup']:.2f} data x{r['data_ratio']:.2f} ({time.perf_counter() - t0:.0f} s)",
               flush=True)
         doc = _document(args, cfg, rows, complete=len(rows) == len(problems))
         if args.out:  # after every layer: a long run stopped early keeps what it measured, marked partial
-            args.out.mkdir(parents=True, exist_ok=True)
-            stem = f"payoff_table{args.table}_{cfg.block}" + (f"_tuned{args.trials}" if args.trials else "")
+            stem = f"payoff_table{args.table}_{cfg.block}" + (f"_tuned{args.trials}" if args.trials else "") \
+                + (f"_host{args.transform_trials}" if args.transform_trials else "")
             (args.out / f"{stem}.json").write_text(json.dumps(doc, indent=1))
             (args.out / f"{stem}.md").write_text(markdown(doc))
     print(markdown(doc))
@@ -219,6 +283,8 @@ def _document(args, cfg: VTAConfig, rows: list[dict], complete: bool) -> dict:
                (("op", "op_speedup"), ("transform", "transform_speedup"), ("combined", "combined_speedup"),
                 ("data", "data_ratio"), ("weights", "weight_ratio"), ("total", "total_ratio"))}
     return {"table": args.table, "block": cfg.block, "trials": args.trials, "top_k": args.top_k,
+            "transform_trials": args.transform_trials,
+            "tilings_from": str(args.tilings_from) if args.tilings_from else None,
             "complete": complete, "provenance": provenance(threads=1), "summary": summary, "layers": rows}
 
 

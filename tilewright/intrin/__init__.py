@@ -12,10 +12,10 @@ accelerator's GEMM micro-op, for its configuration), `embed` (ranked embeddings 
 operator by constraint programming, with the rewrites that realize them; needs OR-Tools)."""
 
 from .declare import Emitter, TensorIntrin, decl_tensor_intrin
-from .embed import Embedding, EmbeddingError, Rewrite, SolverTimeout, embed
+from .embed import Embedding, EmbeddingError, Rewrite, SolverMissing, SolverTimeout, embed
 from .interpret import run_lowered
 from .registry import get, register, registered
 from .vta import vta_gemm
 
-__all__ = ["Embedding", "EmbeddingError", "Emitter", "Rewrite", "SolverTimeout", "TensorIntrin", "decl_tensor_intrin",
-           "embed", "get", "register", "registered", "run_lowered", "vta_gemm"]
+__all__ = ["Embedding", "EmbeddingError", "Emitter", "Rewrite", "SolverMissing", "SolverTimeout", "TensorIntrin",
+           "decl_tensor_intrin", "embed", "get", "register", "registered", "run_lowered", "vta_gemm"]

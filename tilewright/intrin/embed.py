@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from ..te.tensor import Tensor
 from .affine_form import AffineForm, EmbeddingError, affine_form, pair_operands
 from .declare import TensorIntrin
-from .embed_model import Options, Solution, SolverTimeout, solve
+from .embed_model import Options, Solution, SolverMissing, SolverTimeout, solve
 from .embed_plans import Digit
 
 
@@ -143,12 +143,12 @@ def embedding_hint(output: Tensor, intrin: TensorIntrin, time_limit: float = 2.0
     is not installed or runs out of time)."""
     try:
         best = embed(output, intrin, top_k=1, time_limit=time_limit, workers=1)[0]
-    except SolverTimeout:
+    except (SolverTimeout, SolverMissing):
         return ""
     except EmbeddingError as exc:
-        return "" if "not installed" in str(exc) else f"the embedder finds no embedding either: {exc}"
+        return f"the embedder finds no embedding either: {exc}"
     return ("the embedder (tw.intrin.embed) places it after these rewrites:\n" + str(best)
             + "\n(tw.tune on a CPU target applies the split, pad and reorder rewrites itself)")
 
 
-__all__ = ["Embedding", "EmbeddingError", "Rewrite", "SolverTimeout", "embed", "embedding_hint"]
+__all__ = ["Embedding", "EmbeddingError", "Rewrite", "SolverMissing", "SolverTimeout", "embed", "embedding_hint"]

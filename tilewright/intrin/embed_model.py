@@ -69,7 +69,7 @@ class _Model:
         try:
             from ortools.sat.python import cp_model
         except ImportError:
-            raise EmbeddingError("tw.intrin.embed solves with OR-Tools CP-SAT, which is not installed: "
+            raise SolverMissing("tw.intrin.embed solves with OR-Tools CP-SAT, which is not installed: "
                                  "pip install 'tilewright[embed]'") from None
 
         self.cp, self.op, self.intr, self.opts = cp_model, op, intr, opts
@@ -284,6 +284,10 @@ def _functional(keys: np.ndarray, idx: np.ndarray) -> bool:
 
 class SolverTimeout(EmbeddingError):
     """CP-SAT found no answer within the time limit."""
+
+
+class SolverMissing(EmbeddingError):
+    """OR-Tools is not installed (the `embed` extra)."""
 
 
 def _infeasible_reason(op: AffineForm, intr: AffineForm, pairing: list[int], opts: Options) -> str:

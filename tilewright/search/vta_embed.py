@@ -9,10 +9,10 @@ lanes are the embedding's batch-axis digits (the batch itself, or strips or
 blocks of image rows and columns: Image pack); channel' = (extra reduction
 axes, digit tiles, digit lanes) over the input channels and every kernel
 axis that is unrolled (Stencil unroll, im2col) or fused; kernel axes that
-stay are the convolution's own loops. Every transform is one gather through
-an index array built once (constant weights are packed ahead, once, on both
-sides); the simulator runs the rewritten convolution, and its output is
-gathered back to NCHW. TVM's template is the embedding batch -> n,
+stay are the convolution's own loops. Data and output move through compiled
+host kernels of the layout's index maps (vta_host_transforms.py); constant
+weights are gathered through an index array, once, ahead (on both sides);
+the simulator runs the rewritten convolution. TVM's template is the embedding batch -> n,
 out -> o, in -> ic with padding, no unroll, and dilation blown up into
 zero taps: `reference_embedding`."""
 
@@ -114,14 +114,14 @@ class Realization:
     mapping: Mapping
     cfg: VTAConfig
     shape: ConvShape  # the convolution the accelerator runs
-    layout: Layout  # the gathers in and out
+    layout: Layout  # the transforms in and out
 
     def describe(self) -> str:
         return f"{self.mapping.label}: runs {self.shape} (MACs x{self.shape.macs / self.problem.macs:.3f})"
 
 
 def realize(p: ConvProblem, mapping: Mapping, cfg: VTAConfig, epilogue: Epilogue = TVM_EPILOGUE) -> Realization:
-    """The native convolution and the gathers for `mapping`; EmbeddingError if the accelerator's loads cannot
+    """The native convolution and the host transforms for `mapping`; EmbeddingError if the accelerator's loads cannot
     express it (a strided strip over a dilated, un-unrolled window)."""
     for what, digits, ext in (("batch", mapping.batch, cfg.batch), ("out", mapping.out, cfg.block_out),
                               ("in", mapping.inp, cfg.block_in)):
@@ -161,10 +161,10 @@ def run_realization(r: Realization, x: np.ndarray, w: np.ndarray, bias: np.ndarr
 
 
 class EmbeddedConv:
-    """A convolution run on the accelerator through an embedding: the realization's host gathers around one
+    """A convolution run on the accelerator through an embedding: the realization's host transforms around one
     native accelerator convolution. Constant weights and bias are packed once, here (or per call through
     `run`, where `weight` is None). Called with NCHW int8 data, returns NCHW int8; `stats()` / `time()`
-    are the simulated kernel's, `transform_seconds` the host gathers' wall time of the last call
+    are the simulated kernel's, `transform_seconds` the host transforms' wall time of the last call
     (measured)."""
 
     def __init__(self, r: Realization, weight: np.ndarray | None, bias: np.ndarray | None,

@@ -6,7 +6,7 @@ embeddings together, each tiling tuned against the cycle model
 fewest simulated cycles (`choose_embedding`), with the best recorded tiling
 of the active store where there is one. The kernel takes the program's
 arguments in order (NCHW data, OIHW weights, bias [O], NCHW output) and runs
-the realization's host gathers around the accelerator's convolution."""
+the realization's host transforms (compiled) around the accelerator's convolution."""
 
 from __future__ import annotations
 
@@ -27,10 +27,10 @@ def problem_of(op: NchwConvOperator) -> ConvProblem:
 
 class EmbeddedOperatorKernel(EmbeddedConv):
     """Called with every argument in the build's order (the output preallocated, as every tilewright
-    kernel): the data gathered into the realization's layout, the weights and bias too (constants
+    kernel): the data packed into the realization's layout, the weights and bias too (constants
     that a deployment packs once: EmbeddedConv does), the simulated accelerator run, the output
-    gathered back. `stats()` and `time()` are the accelerator's (simulated), `transform_seconds` the
-    last call's host gathers of data and output (measured)."""
+    unpacked. `stats()` and `time()` are the accelerator's (simulated), `transform_seconds` the
+    last call's host transforms of data and output (measured)."""
 
     def __init__(self, r: Realization, tiling, epilogue, roles: tuple[str, ...]):
         super().__init__(r, None, None, epilogue, tiling)

@@ -1,11 +1,14 @@
-"""The index arrays of an embedding's layout rewrites on a convolution (see
+"""The layout rewrites of an embedding on a convolution (see
 search/vta_embed.py): per image axis a mode, per batch and channel index its
-decomposition, and one gather each for data, weights, bias and output."""
+decomposition, as index maps written once for both of their uses: NumPy
+index arrays (weights and bias, packed once; the reference gathers) and te
+expressions (the compiled data and output transforms that run per call)."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -91,18 +94,120 @@ class _Axis:
         return ky, np.ones_like(ky, dtype=bool)
 
 
-@dataclass
-class Layout:
+def _and(a, b):
+    """Conjunction of two conditions that may be Python bools, NumPy arrays or te expressions."""
+    if a is False or b is False:
+        return False
+    return b if a is True else a if b is True else a & b
+
+
+def _decode(index, radices: list[int]) -> list:
+    out = []
+    for r in reversed(radices):
+        out.append(index % r if r > 1 else 0)
+        index = index // r if r > 1 else index
+    return list(reversed(out))
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """Where each element of the rewritten operands comes from, as index maps that take NumPy index grids
+    (the gathers' index arrays) and te variables (the compiled host transforms) alike. Batch' = (outer:
+    batch outer x phases, lanes: the batch digits); channel' = (block: extras x digit tiles, lane: the
+    digit lanes)."""
+
+    p: object  # the ConvProblem
+    h: _Axis
+    w: _Axis
+    bb: int
+    bi: int
+    bo: int
+    n_outer: int
+    n_lane: int
+    lane_names: tuple
+    lane_radices: tuple
+    real: dict
+    extras: tuple
+    digits: tuple  # (names, lanes, tiles)
     batch: int
     channels: int
     out_channels: int
-    h: _Axis
-    w: _Axis
-    data_index: np.ndarray
+
+    def decode_batch(self, outer, lanes):
+        """(n, h lane, w lane, h phase, w phase) of rewritten batch index outer * bb + lanes."""
+        n_o, ph_h, ph_w = _decode(outer, [self.n_outer, self.h.phases, self.w.phases])
+        parts = dict(zip(self.lane_names, _decode(lanes, list(self.lane_radices))))
+        return n_o * self.n_lane + parts.get("n", 0), parts.get("h", 0), parts.get("w", 0), ph_h, ph_w
+
+    def decode_channel(self, block, lane):
+        """(rc, rh, rw, valid) of rewritten channel block * bi + lane."""
+        vals = {n: 0 for n in self.real}
+        parts = _decode(block, [self.real[n] for n in self.extras] + [t for _, _, t in self.digits])
+        for n, v in zip(self.extras, parts):
+            vals[n] = v
+        lanes = _decode(lane, [f for _, f, _ in self.digits])
+        valid = True
+        for (names, f, _), t, ln in zip(self.digits, parts[len(self.extras):], lanes):
+            q = t * f + ln
+            for n in reversed(names[1:]):
+                q, vals[n] = q // self.real[n], q % self.real[n]
+            vals[names[0]] = q
+            valid = _and(valid, q < self.real[names[0]])
+        return vals["rc"], vals["rh"], vals["rw"], valid
+
+    def data_source(self, nb, cb, yh, yw, bl, ci):
+        """(valid, (n, c, y, x)): the NCHW element that rewritten data (N'/b, C'/bi, IH', IW', b, bi) holds at
+        the given index, where valid (zero elsewhere)."""
+        p, h, w = self.p, self.h, self.w
+        n, lh, lw, ph_h, ph_w = self.decode_batch(nb, bl)
+        rc, th, tw_, valid = self.decode_channel(cb, ci)
+        ih, iw = h.in_coord(yh, lh, ph_h, th), w.in_coord(yw, lw, ph_w, tw_)
+        for cond in (n < p.batch, rc < p.in_channels, ih >= 0, ih < p.height, iw >= 0, iw < p.width):
+            valid = _and(valid, cond)
+        if h.mode == "unrolled":
+            valid = _and(_and(valid, h.out_coord(yh, lh, ph_h) < h.out), th < p.kernel_h)
+        if w.mode == "unrolled":
+            valid = _and(_and(valid, w.out_coord(yw, lw, ph_w) < w.out), tw_ < p.kernel_w)
+        return valid, (n, rc, ih, iw)
+
+    def out_position(self, n, k, oh, ow):
+        """Index into the rewritten output (N'/b, K'/bo, OH', OW', b, bo) of NCHW output element (n, k, oh, ow)."""
+        yh, lh, phh = self.h.inverse(oh)
+        yw, lw, phw = self.w.inverse(ow)
+        lane_of = {"n": n % self.n_lane if self.n_lane > 1 else 0, "h": lh, "w": lw}
+        lane = 0
+        for name, f in zip(self.lane_names, self.lane_radices):
+            lane = lane * f + lane_of[name]
+        n_o = n // self.n_lane if self.n_lane > 1 else n
+        outer = (n_o * self.h.phases + phh) * self.w.phases + phw
+        return outer, k // self.bo, yh, yw, lane, k % self.bo
+
+    @property
+    def data_shape(self) -> tuple:
+        return (self.batch // self.bb, self.channels // self.bi, self.h.new_in, self.w.new_in, self.bb, self.bi)
+
+    @property
+    def out_shape(self) -> tuple:
+        return (self.batch // self.bb, self.out_channels // self.bo, self.h.new_out, self.w.new_out, self.bb,
+                self.bo)
+
+
+@dataclass
+class Layout:
+    """A realization's layout: the rewritten convolution's geometry and its operands' transforms. Data and
+    output move through compiled kernels (search/vta_host_transforms.py); constant weights and bias, packed
+    once, through index arrays; `gather_data` / `gather_out` are the index-array versions of the first two
+    (what the compiled ones are tested against)."""
+
+    geometry: Geometry
     weight_index: np.ndarray
     bias_index: np.ndarray
-    out_index: np.ndarray
 
+    batch = property(lambda self: self.geometry.batch)
+    channels = property(lambda self: self.geometry.channels)
+    out_channels = property(lambda self: self.geometry.out_channels)
+    h = property(lambda self: self.geometry.h)
+    w = property(lambda self: self.geometry.w)
     in_h = property(lambda self: self.h.new_in)
     in_w = property(lambda self: self.w.new_in)
     kernel_h = property(lambda self: self.h.new_kernel)
@@ -119,17 +224,40 @@ class Layout:
         flat = np.concatenate([np.ascontiguousarray(a).reshape(-1), np.zeros(1, a.dtype)])
         return flat[index]
 
+    def data_index(self) -> np.ndarray:
+        g, p = self.geometry, self.geometry.p
+        valid, (n, rc, ih, iw) = g.data_source(*np.ix_(*(np.arange(e) for e in g.data_shape)))
+        total = p.batch * p.in_channels * p.height * p.width
+        return np.where(valid, ((n * p.in_channels + rc) * p.height + ih) * p.width + iw, total).astype(np.int64)
+
+    def out_index(self) -> np.ndarray:
+        g, p = self.geometry, self.geometry.p
+        pos = g.out_position(*np.ix_(*(np.arange(e) for e in (p.batch, p.out_channels, p.out_h, p.out_w))))
+        return np.ravel_multi_index(np.broadcast_arrays(*pos), g.out_shape).astype(np.int64)
+
+    def gather_data(self, x: np.ndarray) -> np.ndarray:
+        return self._gather(x, self.data_index())
+
+    def gather_out(self, out_blocked: np.ndarray) -> np.ndarray:
+        return out_blocked.reshape(-1)[self.out_index()]
+
     def pack_data(self, x: np.ndarray) -> np.ndarray:
-        return self._gather(x, self.data_index)
+        return self.transforms.pack(x)
+
+    def unpack(self, out_blocked: np.ndarray) -> np.ndarray:
+        return self.transforms.unpack(out_blocked)
+
+    @cached_property
+    def transforms(self):
+        from .vta_host_transforms import HostTransforms
+
+        return HostTransforms(self.geometry)
 
     def pack_weight(self, w: np.ndarray) -> np.ndarray:
         return self._gather(w, self.weight_index)
 
     def pack_bias(self, b: np.ndarray) -> np.ndarray:
         return self._gather(b, self.bias_index)
-
-    def unpack(self, out_blocked: np.ndarray) -> np.ndarray:
-        return out_blocked.reshape(-1)[self.out_index]
 
 
 def _axis(p, which: str, digit, unrolled: bool, dilation: str) -> _Axis:
@@ -159,14 +287,6 @@ def _phases(lanes: int, base: dict) -> _Axis:
     return _Axis("phase", lanes=lanes, step=-(-per_phase // lanes), **base)
 
 
-def _decode(index: np.ndarray, radices: list[int]) -> list[np.ndarray]:
-    out = []
-    for r in reversed(radices):
-        out.append(index % r)
-        index = index // r
-    return list(reversed(out))
-
-
 def build_layout(p, mapping, cfg) -> Layout:
     b_digits = {names[0]: (names, f, s) for names, f, s in mapping.batch}
     i_names = {n for names, _, _ in mapping.inp for n in names}
@@ -180,60 +300,21 @@ def build_layout(p, mapping, cfg) -> Layout:
         for n in names:
             if n not in real:
                 raise EmbeddingError(f"the 'in' digit on '{n}' is not a reduction axis of the convolution")
-    extras = [n for n in ("rc", "rh", "rw") if n not in i_names and real[n] > 1]
-    digits = [(names, f, -(-math.prod(real[n] for n in names) // f)) for names, f, _ in mapping.inp]
-    radices = [real[n] for n in extras] + [t for _, _, t in digits] + [f for _, f, _ in digits]
-    channels = math.prod(radices)
+    extras = tuple(n for n in ("rc", "rh", "rw") if n not in i_names and real[n] > 1)
+    digits = tuple((names, f, -(-math.prod(real[n] for n in names) // f)) for names, f, _ in mapping.inp)
+    channels = math.prod([real[n] for n in extras] + [t * f for _, f, t in digits])
     bo, bi, bb = cfg.block_out, cfg.block_in, cfg.batch
-    out_channels = -(-p.out_channels // bo) * bo
     n_lane = b_digits["n"][1] if "n" in b_digits else 1
     n_outer = -(-p.batch // n_lane)
-    lane_radices = [f for _, f, _ in mapping.batch]
-    batch = n_outer * h.phases * w.phases * bb
-
-    def decode_batch(nprime):
-        outer, lanes = nprime // bb, nprime % bb
-        n_o, ph_h, ph_w = _decode(outer, [n_outer, h.phases, w.phases])
-        parts = dict(zip([names[0] for names, _, _ in mapping.batch], _decode(lanes, lane_radices)))
-        zero = np.zeros_like(nprime)
-        n = n_o * n_lane + parts.get("n", zero)
-        return n, parts.get("h", zero), parts.get("w", zero), ph_h, ph_w
-
-    def decode_channel(c):
-        parts = _decode(c, radices)
-        vals = {n: np.zeros_like(c) for n in real}
-        for n, v in zip(extras, parts):
-            vals[n] = v
-        tiles, lanes = parts[len(extras):len(extras) + len(digits)], parts[len(extras) + len(digits):]
-        valid = np.ones_like(c, dtype=bool)
-        for (names, f, _), t, ln in zip(digits, tiles, lanes):
-            q = t * f + ln
-            for n in reversed(names[1:]):
-                q, vals[n] = q // real[n], q % real[n]
-            vals[names[0]] = q
-            valid &= q < real[names[0]]
-        return vals["rc"], vals["rh"], vals["rw"], valid
-
-    # data: (N'/b, C'/bi, IH', IW', b, bi)
-    nb_, cb_, yh, yw, bl, ci = np.ix_(*(np.arange(n) for n in (batch // bb, channels // bi, h.new_in, w.new_in,
-                                                                 bb, bi)))
-    n, lh, lw, ph_h, ph_w = decode_batch(nb_ * bb + bl)
-    rc, th, tw_, cvalid = decode_channel(cb_ * bi + ci)
-    ih, iw = h.in_coord(yh, lh, ph_h, th), w.in_coord(yw, lw, ph_w, tw_)
-    valid = cvalid & (n < p.batch) & (rc < p.in_channels) & (ih >= 0) & (ih < p.height) & (iw >= 0) & (iw < p.width)
-    if h.mode == "unrolled":
-        valid &= (h.out_coord(yh, lh, ph_h) < h.out) & (th < p.kernel_h)
-    if w.mode == "unrolled":
-        valid &= (w.out_coord(yw, lw, ph_w) < w.out) & (tw_ < p.kernel_w)
-    total = p.batch * p.in_channels * p.height * p.width
-    flat = ((n * p.in_channels + rc) * p.height + ih) * p.width + iw
-    data_index = np.where(valid, flat, total).astype(np.int64)
+    g = Geometry(p, h, w, bb, bi, bo, n_outer, n_lane, tuple(names[0] for names, _, _ in mapping.batch),
+                 tuple(f for _, f, _ in mapping.batch), real, extras, digits, n_outer * h.phases * w.phases * bb,
+                 channels, -(-p.out_channels // bo) * bo)
 
     # weights: (K'/bo, C'/bi, KH', KW', bo, bi)
-    kb, cb2, ky, kx, ko, ci2 = np.ix_(*(np.arange(n) for n in (out_channels // bo, channels // bi, h.new_kernel,
+    kb, cb2, ky, kx, ko, ci2 = np.ix_(*(np.arange(n) for n in (g.out_channels // bo, channels // bi, h.new_kernel,
                                                                 w.new_kernel, bo, bi)))
     k = kb * bo + ko
-    rc2, th2, tw2, cvalid2 = decode_channel(cb2 * bi + ci2)
+    rc2, th2, tw2, cvalid2 = g.decode_channel(cb2, ci2)
     kh, okh = (th2, True) if h.mode == "unrolled" else h.tap(ky)
     kw, okw = (tw2, True) if w.mode == "unrolled" else w.tap(kx)
     wvalid = cvalid2 & okh & okw & (k < p.out_channels) & (rc2 < p.in_channels) & (kh < p.kernel_h) & \
@@ -241,21 +322,8 @@ def build_layout(p, mapping, cfg) -> Layout:
     wflat = ((k * p.in_channels + rc2) * p.kernel_h + kh) * p.kernel_w + kw
     weight_index = np.where(wvalid, wflat, p.out_channels * p.in_channels * p.kernel_h * p.kernel_w)
 
-    kb3, ko3 = np.ix_(np.arange(out_channels // bo), np.arange(bo))
+    kb3, ko3 = np.ix_(np.arange(g.out_channels // bo), np.arange(bo))
     k3 = (kb3 * bo + ko3)[None, :, None, None, None, :]
     bias_index = np.broadcast_to(np.where(k3 < p.out_channels, k3, p.out_channels),
-                                 (batch // bb, out_channels // bo, 1, 1, bb, bo))
-
-    # output: original (N, K, OH, OW) -> flat position in (N'/b, K'/bo, OH', OW', b, bo)
-    n4, k4, oh, ow = np.ix_(*(np.arange(n) for n in (p.batch, p.out_channels, p.out_h, p.out_w)))
-    yh4, lh4, phh4 = h.inverse(oh)
-    yw4, lw4, phw4 = w.inverse(ow)
-    lane_of = {"n": n4 % n_lane, "h": lh4, "w": lw4}
-    lane = np.zeros_like(n4)
-    for names, f, _ in mapping.batch:
-        lane = lane * f + lane_of[names[0]]
-    outer = ((n4 // n_lane) * h.phases + phh4) * w.phases + phw4
-    out_index = (((((outer * (out_channels // bo) + k4 // bo) * h.new_out + yh4) * w.new_out + yw4) * bb + lane)
-                 * bo + k4 % bo)
-    return Layout(batch, channels, out_channels, h, w, data_index, np.ascontiguousarray(weight_index),
-                  np.ascontiguousarray(bias_index), out_index.astype(np.int64))
+                                 (g.batch // bb, g.out_channels // bo, 1, 1, bb, bo))
+    return Layout(g, np.ascontiguousarray(weight_index), np.ascontiguousarray(bias_index))
