@@ -12,13 +12,14 @@ axis that is unrolled (Stencil unroll, im2col) or fused; kernel axes that
 stay are the convolution's own loops. Data and output move through compiled
 host kernels of the layout's index maps (vta_host_transforms.py); constant
 weights are gathered through an index array, once, ahead (on both sides);
-the simulator runs the rewritten convolution. TVM's template is the embedding batch -> n,
-out -> o, in -> ic with padding, no unroll, and dilation blown up into
-zero taps: `reference_embedding`."""
+the simulator runs the rewritten convolution. TVM's template is the
+embedding batch -> n, out -> o, in -> ic with padding, no unroll, and
+dilation blown up into zero taps: `reference_embedding`."""
 
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -182,16 +183,15 @@ class EmbeddedConv:
     def __call__(self, x: np.ndarray) -> np.ndarray:
         return self.run(x, self.weight, self.bias)
 
-    def run(self, x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
-        """NCHW int8 data through the accelerator with weights and bias already packed."""
-        import time
-
+    def run(self, x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, out: np.ndarray | None = None):
+        """NCHW int8 data through the accelerator with weights and bias already packed; the result is unpacked
+        into `out` where given (a C-contiguous int8 NCHW array), else into a new array."""
         t0 = time.perf_counter()
         data = self.realization.layout.pack_data(np.asarray(x, np.int8))
         t1 = time.perf_counter()
-        out = self.kernel(data, weight, bias)
+        blocked = self.kernel(data, weight, bias)
         t2 = time.perf_counter()
-        result = self.realization.layout.unpack(out)
+        result = self.realization.layout.unpack(blocked, out)
         self.transform_seconds = (t1 - t0) + (time.perf_counter() - t2)
         return result
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..lower.vta_operator import NchwConvOperator
 from ..runtime.vta_kernel import by_role
 from .vta_embed import ConvProblem, EmbeddedConv, Realization, choose_embedding, tune_embedding
@@ -39,8 +41,12 @@ class EmbeddedOperatorKernel(EmbeddedConv):
     def __call__(self, *arrays):
         named = by_role(self.roles, arrays)
         weight, bias = self.pack_constants(named["kernel"], named.get("bias"))
-        named["out"][...] = self.run(named["data"], weight, bias)
-        return named["out"]
+        out = named["out"]
+        direct = out.dtype == np.int8 and out.flags.c_contiguous
+        result = self.run(named["data"], weight, bias, out if direct else None)
+        if not direct:
+            out[...] = result
+        return out
 
 
 @dataclass

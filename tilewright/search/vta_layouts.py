@@ -244,8 +244,8 @@ class Layout:
     def pack_data(self, x: np.ndarray) -> np.ndarray:
         return self.transforms.pack(x)
 
-    def unpack(self, out_blocked: np.ndarray) -> np.ndarray:
-        return self.transforms.unpack(out_blocked)
+    def unpack(self, out_blocked: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        return self.transforms.unpack(out_blocked, out)
 
     @cached_property
     def transforms(self):
