@@ -232,7 +232,23 @@ def _vta() -> Backend:
                    runner="", operator_compiler=build_operator, operator_tuner=tune_operator)
 
 
-_FACTORIES: dict[str, Callable[[], Backend]] = {"cpu": _cpu, "cuda": _cuda, "opencl": _opencl, "vta": _vta}
+def _aie_needs_operator(*_args, **_kwargs):
+    raise TilewrightError("target aie compiles whole operators with the Vyasa passes, not te schedules: pass the "
+                          "tensors (tw.build([I, W, O], target='aie'), tw.tune([I, W, O], target='aie'))")
+
+
+def _aie() -> Backend:
+    """The AI-Engine-like core: a convolution's te is lowered by the Vyasa passes to intrinsic C, which
+    runs on the host against our emulation of the intrinsics; its time is the cycle model's."""
+    from .search.aie_tune import build_operator, tune_operator
+
+    return Backend(kind="aie", space=None, apply=None, default_point=None, heuristic_points=None,
+                   lower=_aie_needs_operator, render=_aie_needs_operator, compile=_aie_needs_operator,
+                   load=_aie_needs_operator, runner="", operator_compiler=build_operator, operator_tuner=tune_operator)
+
+
+_FACTORIES: dict[str, Callable[[], Backend]] = {"cpu": _cpu, "cuda": _cuda, "opencl": _opencl, "vta": _vta,
+                                                "aie": _aie}
 
 
 def register_backend(kind: str, factory: Callable[[], Backend]) -> None:

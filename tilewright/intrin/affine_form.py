@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import TilewrightError
-from ..ir.expr import IterVar, Load, Reduce, Var
-from ..lower.simplify import to_linear
+from ..ir.expr import IterVar, Load, Reduce
+from ..lower.affine_index import NotAffine, affine_rows
 from ..lower.tensorize import BodyMismatch, match_body
 from ..te.tensor import ComputeOp, Tensor
 
@@ -69,21 +69,13 @@ class AffineForm:
 
 
 def _access(load: Load, ivars: list[IterVar], what: str) -> Access:
-    col = {id(v): k for k, v in enumerate(ivars)}
-    rows, offs = [], []
-    for d, ix in enumerate(load.indices):
-        row = [0] * len(ivars)
-        lin = to_linear(ix)
-        for atom, c in lin.terms.values():
-            if isinstance(atom, Var) and id(atom) in col:
-                row[col[id(atom)]] += int(c)
-            else:
-                raise EmbeddingError(f"{what}: index {d} of '{load.tensor.name}' is `{ix}`, not affine in the "
-                                     f"computation's axes; an embedding needs affine accesses (inline or "
-                                     f"precompute the non-affine part)")
-        rows.append(tuple(row))
-        offs.append(int(lin.const))
-    return Access(load.tensor.name, tuple(load.tensor.shape), tuple(rows), tuple(offs))
+    try:
+        rows, offs = affine_rows(load.indices, ivars)
+    except NotAffine as exc:
+        raise EmbeddingError(f"{what}: index {exc.dim} of '{load.tensor.name}' is `{exc.index}`, not affine in the "
+                             f"computation's axes; an embedding needs affine accesses (inline or "
+                             f"precompute the non-affine part)") from None
+    return Access(load.tensor.name, tuple(load.tensor.shape), rows, offs)
 
 
 def _loads(e, out: list) -> None:

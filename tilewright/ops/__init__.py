@@ -9,6 +9,7 @@ from .conv import conv1d, conv2d, conv3d
 from .conv_transpose import conv_transpose1d, conv_transpose2d, conv_transpose3d
 from .depthwise import depthwise_conv2d
 from .elementwise import add, bias_add, div, maximum, minimum, mul, sub
+from .fixed_point import shift_round_saturate
 from .layout import conv2d_nchwc, depthwise_conv2d_nchwc, layout_transform
 from .matmul import batch_matmul, bmm, gemm, gemv, matmul, mm, mv
 from .normalization import batch_norm, layer_norm, log_softmax, softmax
@@ -24,5 +25,6 @@ __all__ = [
     "conv_transpose3d", "depthwise_conv2d", "depthwise_conv2d_nchwc", "dequantize", "div", "flatten", "gelu", "gemm",
     "gemv", "global_avg_pool2d", "hardswish", "layer_norm", "layout_transform", "leaky_relu", "log_softmax", "matmul",
     "max_pool2d", "maximum", "minimum", "mm", "mul", "mv", "pad", "permute", "qconv2d_nchwc", "quantize", "relu",
-    "requantize", "reshape", "shift_conv2d", "sigmoid", "silu", "softmax", "softplus", "sub", "tanh", "transpose",
+    "requantize", "reshape", "shift_conv2d", "shift_round_saturate", "sigmoid", "silu", "softmax", "softplus", "sub",
+    "tanh", "transpose",
 ]

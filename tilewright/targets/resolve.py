@@ -4,19 +4,23 @@ Strings: "cpu" (also "llvm", "c"), "cpu -isa=avx2"; "cuda" (the first GPU,
 or "cuda -device=N"), "cuda -arch=sm_90" (compile-only facts of that
 architecture when no GPU is present); "opencl" (the first OpenCL device,
 "opencl -platform=P -device=N"); "vta" (a VTA-like accelerator, run by its
-simulator), "vta -block=8x8x8 -wgt_buffer=131072" (targets/vta.py)."""
+simulator), "vta -block=8x8x8 -wgt_buffer=131072" (targets/vta.py); "aie" (an
+AI-Engine-like core: emulated intrinsics and a cycle model, targets/aie.py)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
 from ..errors import TilewrightError
+from .aie import OPTIONS as AIE_OPTIONS
+from .aie import parse_aie_options
 from .cpu import host_target
 from .target import KINDS, Target
 from .vta import OPTIONS as VTA_OPTIONS
 from .vta import parse_vta_options
 
-_OPTIONS = {"cpu": ("isa",), "cuda": ("arch", "device"), "opencl": ("platform", "device"), "vta": tuple(VTA_OPTIONS)}
+_OPTIONS = {"cpu": ("isa",), "cuda": ("arch", "device"), "opencl": ("platform", "device"), "vta": tuple(VTA_OPTIONS),
+            "aie": AIE_OPTIONS}
 _ALIASES = {"llvm": "cpu", "c": "cpu"}
 
 
@@ -26,7 +30,7 @@ def _parse(text: str) -> tuple[str, dict[str, str]]:
     if kind not in KINDS:
         raise TilewrightError(f"unknown target {text!r}; available: 'cpu' (optionally 'cpu -isa=avx2'), "
                               f"'cuda' ('cuda -arch=sm_90' to compile without a GPU), 'opencl', "
-                              f"'vta' ('vta -block=8x8x8')")
+                              f"'vta' ('vta -block=8x8x8'), 'aie' (an AI-Engine-like core, simulated)")
     opts = {}
     for w in words[1:]:
         name, eq, value = w.lstrip("-").partition("=")
@@ -90,6 +94,8 @@ def as_target(target=None, isa: str | None = None) -> Target:
         t = _opencl(opts)
     elif kind == "vta":
         return Target(kind="vta", arch="vta", vta=parse_vta_options(opts), compiler="vta-sim")
+    elif kind == "aie":
+        return Target(kind="aie", arch="aie", aie=parse_aie_options(opts), compiler="aie-emu")
     else:
         t = host_target()
         isa = opts.get("isa", isa)

@@ -1,6 +1,7 @@
 """`Target`: what a kernel is built for, as data. One dataclass for every
-kind (cpu, cuda, opencl, vta): CPU facts in its own fields, a GPU's in `gpu`, a
-VTA-like accelerator's configuration in `vta` (targets/vta.py).
+kind (cpu, cuda, opencl, vta, aie): CPU facts in its own fields, a GPU's in `gpu`, a
+VTA-like accelerator's configuration in `vta` (targets/vta.py), an AI-Engine-like
+core's in `aie` (targets/aie.py).
 `Target("cpu")`, `Target("cuda")`, `Target("opencl")` detect the host or
 device; any other call (fields by keyword) builds a synthetic target, as the
 tests do. `key` is the full fingerprint records are filed under."""
@@ -11,7 +12,7 @@ from dataclasses import dataclass, field, replace
 
 from ..errors import TilewrightError
 
-KINDS = ("cpu", "cuda", "opencl", "vta")
+KINDS = ("cpu", "cuda", "opencl", "vta", "aie")
 
 # ISA levels we can force, from lowest to highest; each implies the ones before.
 ISA_FEATURES = {
@@ -61,6 +62,7 @@ class Target(metaclass=_Detecting):
     compiler_version: str = ""
     gpu: object = None  # targets.gpu.GpuFacts for cuda and opencl
     vta: object = None  # targets.vta.VTAConfig for vta
+    aie: object = None  # targets.aie.AIEConfig for aie
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -68,6 +70,10 @@ class Target(metaclass=_Detecting):
         if self.kind == "vta":
             if self.vta is None:
                 raise TilewrightError("a vta target needs its configuration (vta=VTAConfig(...)); Target('vta') "
+                                      "builds the default one")
+        elif self.kind == "aie":
+            if self.aie is None:
+                raise TilewrightError("an aie target needs its configuration (aie=AIEConfig(...)); Target('aie') "
                                       "builds the default one")
         elif self.kind != "cpu" and self.gpu is None:
             raise TilewrightError(f"a {self.kind} target needs its device facts (gpu=GpuFacts(...)); "
@@ -157,6 +163,8 @@ class Target(metaclass=_Detecting):
             return f"{self.kind}-{self.gpu.fingerprint}"
         if self.vta is not None:
             return self.vta.key
+        if self.aie is not None:
+            return self.aie.key
         feats = ",".join(sorted(self.features))
         caches = ",".join(f"L{lvl}{kind[0]}{size // 1024}K" for lvl, kind, size in sorted(self.caches))
         units = ""
@@ -190,6 +198,8 @@ class Target(metaclass=_Detecting):
             return f"{self.kind} {self.gpu.name} ({self.gpu.arch})"
         if self.vta is not None:
             return f"vta: {self.vta.describe()} (simulated)"
+        if self.aie is not None:
+            return f"aie: {self.aie.describe()} (simulated)"
         vec = f"{self.vector_bytes * 8}-bit vectors" if self.vector_bytes else "scalar"
         if self.vector_bytes * 8 > self.fma_bits:
             vec += f" on {self.fma_bits}-bit units"
