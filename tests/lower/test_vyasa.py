@@ -7,14 +7,14 @@ import pytest
 
 import tilewright as tw
 from tilewright.errors import LoweringError, ScheduleError
-from tilewright.lower.aie_program import Load, Mac, Store, VyasaSchedule
-from tilewright.lower.vyasa import build_program
+from tilewright.lower.aie_program import LayoutSpec, Load, Mac, Store, VyasaSchedule
+from tilewright.lower.vyasa import build_program, realize
 from tilewright.lower.vyasa_form import conv_form
 from tilewright.lower.vyasa_select import select_x16, select_x32, select_z
 from tilewright.reference import evaluate
 from tilewright.runtime.aie_cycles import cycles
 from tilewright.runtime.aie_kernel import AIEKernel
-from tilewright.workloads.vyasa import TABLE_VI, VyasaWorkload, random_inputs
+from tilewright.workloads.vyasa import CONV3D, TABLE_VI, TABLE_VII, VyasaWorkload, random_inputs
 
 CFG = tw.Target("aie").aie
 
@@ -118,3 +118,34 @@ def test_output_width_must_match_the_datapath():
                                                    * wgt[ry, rx].astype("int64"), axis=[ry, rx]))
     with pytest.raises(LoweringError, match="shift_round_saturate"):
         conv_form(tw.ops.shift_round_saturate(acc, 4, "int8"), CFG.acc_bits)
+
+
+LAYER_SCHEDULES = [  # (workload, bits, schedule): points the tuner found, fixed here
+    (TABLE_VII[0], 16, VyasaSchedule("k", ("k", "yy", "xx"), (("yy", 2),),
+                                     (LayoutSpec((1, 2, 0)), LayoutSpec((0, 2, 3, 1), ((0, 16),))), False)),
+    (TABLE_VII[3], 32, VyasaSchedule("k", ("k", "yy", "xx"), (("k", 2), ("yy", 2)),
+                                     (LayoutSpec((1, 2, 0)), LayoutSpec((0, 2, 3, 1), ((0, 8),))))),
+    (TABLE_VII[6], 16, VyasaSchedule("xx", ("yy", "xx", "kk"), (("yy", 2), ("xx", 2)))),
+    (TABLE_VII[7], 16, VyasaSchedule("kk", ("kk",), (("kk", 8),), (None, LayoutSpec((0, 1), ((0, 16),))), False)),
+    (CONV3D[0], 16, VyasaSchedule("ax0", ("ax1", "ax0", "ax2"), (("ax1", 2), ("ax2", 2)),
+                                  (LayoutSpec((1, 2, 0)), LayoutSpec((1, 2, 0))))),
+]
+
+
+@pytest.mark.parametrize("w,bits,schedule", LAYER_SCHEDULES, ids=[f"{w.name}-{b}" for w, b, _ in LAYER_SCHEDULES])
+def test_layer_layouts_are_bit_exact(w, bits, schedule):
+    """Table VII's layers and a CONV3D run through the layouts Vyasa's tuner explores: channels
+    innermost for the broadcast operand, the output channels blocked by the lanes for the streamed one."""
+    tensors, form = _form(w, bits)
+    kernel = AIEKernel(build_program(form, schedule, CFG), CFG)
+    got, ref = _run(tensors, kernel, seed=2)
+    np.testing.assert_array_equal(got, ref)
+    assert kernel.report.macs_per_cycle > 0.7 * CFG.peak_macs(bits)
+
+
+def test_layout_spec_offsets_and_names():
+    spec = LayoutSpec((0, 2, 3, 1), ((0, 16), (1, 2)))  # (K/16)SR(C/2)(16)(2) of a [K, C, S, R] weight
+    assert spec.describe("KCSR") == "(K/16)SR(C/2)(16)(2)"
+    lay = realize((32, 8, 3, 3), spec, (32, 8, 3, 3), 8, 16)
+    assert lay.offset((0, 0, 0, 0)) == 0 and lay.offset((1, 0, 0, 0)) == 2 and lay.offset((0, 1, 0, 0)) == 1
+    assert lay.offset((16, 0, 0, 0)) == 3 * 3 * 4 * 16 * 2

@@ -1,6 +1,10 @@
 """tw.tune / tw.build on target aie: the search over Vyasa's space against the cycle model, records
 that a later build replays, and the errors of what the target does not take."""
 
+import importlib.util
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -42,3 +46,13 @@ def test_aie_takes_operators_not_schedules():
     with pytest.raises(TilewrightError, match="pass exactly those inputs"):
         tw.build([wgt, out], target="aie")
     assert "simulated" in str(tw.Target("aie"))
+
+
+def test_lesson_6_runs(monkeypatch, capsys):
+    spec = importlib.util.spec_from_file_location(
+        "aie_lesson", Path(__file__).resolve().parents[2] / "examples" / "06_filter_on_aie.py")
+    lesson = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(lesson)
+    monkeypatch.setattr(sys, "argv", ["06_filter_on_aie.py", "--k", "3", "--trials", "8"])
+    lesson.main()
+    assert "bit-exact" in capsys.readouterr().out

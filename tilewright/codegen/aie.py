@@ -27,8 +27,13 @@ def _mac(op: Mac, bits: int) -> str:
     return f"{op.acc} = mul16({args});" if op.first else f"{op.acc} = mac16({op.acc}, {args});"
 
 
-def _pointer(role: str, inc: dict) -> str:
-    terms = [f"{e} * {a}" if e != 1 else a for a, e in inc.items() if e]
+def _pointer(role: str, inc: dict, steps: dict) -> str:
+    """The iteration's pointer: `inc` elements per step of each loop."""
+    terms = []
+    for a, e in inc.items():
+        if e:
+            count = a if steps[a] == 1 else f"({a} / {steps[a]})"
+            terms.append(f"{e} * {count}")
     return f"{role}p = {role}mem + ({' + '.join(terms) or '0'})"
 
 
@@ -59,9 +64,10 @@ def render_aie(program: AIEProgram, name: str = "kernel") -> str:
         lines.append(f"{pad}{{")
         depth += 1
     pad = "    " * depth
+    steps = {axis: step for axis, _, step in program.loops}
     for role in ("x", "z", "o"):
         const = "const " if role != "o" else ""
-        lines.append(f"{pad}{const}{et} *{_pointer(role, program.pointers[role])};")
+        lines.append(f"{pad}{const}{et} *{_pointer(role, program.pointers[role], steps)};")
     declared = set()
     for op in program.body:
         if isinstance(op, Load):

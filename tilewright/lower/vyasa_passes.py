@@ -3,8 +3,8 @@ graphs of vector and scalar loads, the shuffle network's selections, lazy stores
 interleaving of loads and stores with the MACs, then the register-file check.
 
 Input: per output vector (a jam point) its offset in the output and its triplet rows, each
-(x offset, z offset) in elements past the iteration's pointers; lane i of a row reads x at the
-x offset + i and the broadcast z element, and adds to output lane i."""
+((x offset of every lane), z offset) in elements past the iteration's pointers; lane i of a row
+reads x at its lane's offset and the broadcast z element, and adds to output lane i."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ def _fuse(rows, columns: int, fuse: bool, out: int):
     if columns == 1:
         return [[r] for r in rows]
     if not fuse:
-        return [[r, (r[0] + 1, r[1] + 1)] for r in rows]
-    rows = sorted(rows, key=lambda r: (r[1], r[0]))
+        return [[r, (tuple(x + 1 for x in r[0]), r[1] + 1)] for r in rows]
+    rows = sorted(rows, key=lambda r: (r[1], r[0][0]))
     if len(rows) % 2:
         raise ScheduleError(f"column fusion: the output vector at {out} has {len(rows)} 1-D MACs, an odd count "
                             f"the 2-column datapath cannot pair (no filter axis to pad with a zero tap)")
@@ -43,21 +43,22 @@ def _components(windows: list[tuple[int, int]], reuse: bool) -> list[tuple[int, 
 def assemble(form, schedule, config, loops, pointers, layouts, roles, groups) -> AIEProgram:
     bits = form.bits
     lanes, columns = config.datapath(bits)
-    e256 = config.port_bits // bits
+    e256, ealign = config.port_bits // bits, config.align_bits // bits
     macs = []  # (group, columns)
     for g, (out, rows) in enumerate(groups):
         macs.extend((g, cols) for cols in _fuse(rows, columns, schedule.fuse_columns, out))
 
     # reuse graph over x windows; a MAC's window spans its columns' lanes
-    windows = [(min(c[0] for c in cols), max(c[0] for c in cols) + lanes) for _, cols in macs]
+    windows = [(min(min(c[0]) for c in cols), max(max(c[0]) for c in cols) + 1) for _, cols in macs]
     if schedule.reuse_graph:
         comps = _components(windows, True)
         comp_of = [next(k for k, (lo, hi) in enumerate(comps) if lo <= w[0] and w[1] <= hi) for w in windows]
     else:
         comps, comp_of = windows, list(range(len(windows)))
     xregs = []
-    for lo, hi in comps:
-        start, end = lo // e256 * e256, -(-hi // e256) * e256
+    for lo, hi in comps:  # a register starts on a 128-bit boundary and fills with 256-bit loads
+        start = lo // ealign * ealign
+        end = start + -(-(hi - start) // e256) * e256
         width = (end - start) * bits
         if width > config.max_register_bits:
             raise ScheduleError(f"the reuse graph's component x[{lo}:{hi}] needs a {width}-bit register, wider than "
@@ -89,7 +90,9 @@ def assemble(form, schedule, config, loops, pointers, layouts, roles, groups) ->
                 use(xname)
                 body.append(Load(xname, "x", off, part))
         zs = [cz for _, cz in cols]
-        chunk = min(zs) // e256 * e256
+        chunk = min(zs) // e256 * e256  # the 256-bit word; a pair across its end: the 128-bit-aligned one
+        if max(zs) >= chunk + e256:
+            chunk = min(zs) // ealign * ealign
         if max(zs) >= chunk + e256:
             raise ScheduleError(f"column fusion: the weights of one MAC (z offsets {zs}) straddle two 256-bit "
                                 f"registers, which one z operand cannot name; pad the filter rows")
@@ -101,7 +104,7 @@ def assemble(form, schedule, config, loops, pointers, layouts, roles, groups) ->
             use(zname)
             body.append(Load(zname, "z", chunk, 0))
         zname = zloaded[zkey]
-        idx = [[cx - xs + i for cx, _ in cols] for i in range(lanes)]
+        idx = [[xl[i] - xs for xl, _ in cols] for i in range(lanes)]
         xsel = select_x32(tuple(r[0] for r in idx), xe - xs) if columns == 1 else select_x16(
             tuple(tuple(r) for r in idx), xe - xs)
         zsel = select_z(tuple(tuple(cz - chunk for _, cz in cols) for _ in range(lanes)), e256)

@@ -4,8 +4,9 @@
 
    Registers are plain structs; accumulator lanes keep exactly 80 (32-bit MACs) or 48 (16-bit MACs)
    bits, wrapping as the hardware's would; srs shifts (rounding per the current mode), then saturates
-   to the output lane. A load or store must be aligned to its own width (128 or 256 bits): the core
-   has no unaligned access, so a misaligned address is counted as a fault (the runner reports it) instead of being served.
+   to the output lane. A load or store must be aligned to 128 bits (Vyasa II-B): the core has no
+   unaligned access, so a misaligned address is counted as a fault (the runner reports it) instead
+   of being served.
    Every load, store, vector MAC and srs is counted, for the cycle model's cross-check. */
 #ifndef TILEWRIGHT_AIE_EMU_H
 #define TILEWRIGHT_AIE_EMU_H
@@ -42,11 +43,11 @@ static inline void aie_check_align(const void *p, unsigned bytes) {
 
 #define AIE_LOAD(T, ET)                                                            \
     static inline T load_##T(const ET *p) {                                        \
-        T v; aie_check_align(p, sizeof v.e); aie_counters[AIE_LOADS]++;                        \
+        T v; aie_check_align(p, 16); aie_counters[AIE_LOADS]++;                        \
         memcpy(v.e, p, sizeof v.e); return v;                                      \
     }                                                                              \
     static inline void store_##T(ET *p, T v) {                                     \
-        aie_check_align(p, sizeof v.e); aie_counters[AIE_STORES]++;                            \
+        aie_check_align(p, 16); aie_counters[AIE_STORES]++;                            \
         memcpy(p, v.e, sizeof v.e);                                                \
     }
 AIE_LOAD(v4int32, int32_t)

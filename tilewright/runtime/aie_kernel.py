@@ -41,6 +41,7 @@ class AIEKernel:
         self._fn = getattr(self._lib, name)
         self._fn.restype = None
         self.counters: dict[str, int] = {}
+        self._offset_cache: dict[str, np.ndarray] = {}
         form = program.form
         self.arg_names = list(arg_names or [o.name for o in form.operands] + [form.output.name])
 
@@ -50,9 +51,14 @@ class AIEKernel:
             raise ShapeError(f"AIE kernel '{self.name}': operand {role} must have shape {lay.shape}, got "
                              f"{tuple(array.shape)}")
         flat = aligned_zeros((lay.size,), array.dtype)
-        n = int(np.prod(lay.padded))
-        flat[:n].reshape(lay.padded)[tuple(slice(0, e) for e in lay.shape)] = array
+        flat[self._offsets(role)] = array
         return flat
+
+    def _offsets(self, role: str) -> np.ndarray:
+        if role not in self._offset_cache:
+            lay = self.program.layouts[role]
+            self._offset_cache[role] = lay.offset(np.indices(lay.shape))
+        return self._offset_cache[role]
 
     def __call__(self, *arrays):
         form = self.program.form
@@ -78,7 +84,7 @@ class AIEKernel:
         if self.counters["misaligned"] or self.counters["wrapped_lanes"]:
             raise MeasureError(f"AIE kernel '{self.name}' faulted in emulation: {self.counters['misaligned']} "
                                f"misaligned accesses, {self.counters['wrapped_lanes']} accumulator lanes wrapped")
-        result = out[:int(np.prod(lay.padded))].reshape(lay.padded)[tuple(slice(0, e) for e in lay.shape)]
+        result = out[self._offsets("o")]
         target = by_name[form.output.name]
         np.copyto(target, result)
         return target

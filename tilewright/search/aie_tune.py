@@ -52,8 +52,7 @@ def best_recorded(form, config, store: Records | None) -> VyasaSchedule | None:
     if store is None:
         return None
     for r in store.best(workload_key(form), config.key):
-        return VyasaSchedule(**{k: tuple(map(tuple, v)) if k == "jam" else tuple(v) if k == "order" else v
-                                for k, v in json.loads(r.trace).items()})
+        return VyasaSchedule.from_json(json.loads(r.trace))
     return None
 
 
@@ -79,7 +78,8 @@ class AIETuneResult:
         form = _form(self.args, self.target)
         return (f"AIE tuning (cycle model, simulated; {self.target.aie.describe()}): {len(self.history)} schedules, "
                 f"{ok} valid; best {self.schedule}: {self.cycles} cycles, {form.macs / self.cycles:.2f} MACs/cycle; "
-                f"default {self.default_cycles:.0f} cycles ({self.default_cycles / self.cycles:.2f}x)")
+                + (f"default {self.default_cycles:.0f} cycles ({self.default_cycles / self.cycles:.2f}x)"
+                   if math.isfinite(self.default_cycles) else "the default (te order and layouts) is not valid"))
 
     def build(self) -> AIEKernel:
         return build_operator(self.args, self.target, self.schedule)
@@ -103,12 +103,18 @@ def tune_operator(tensors, target, trials: int = 60, method: str = "q", seed: in
     key, run_id = workload_key(form), uuid.uuid4().hex[:12]
     history: list = []
     seen: set[Point] = set()
-    first = [point_of(space, VyasaSchedule(**{**asdict(default_schedule(form)), **(passes or {})}))]
-    while len(history) < trials:
-        points = first or strategy.propose(min(8, trials - len(history)))
+    proposed = 0
+    try:  # the plain vectorizer's point first, where the space has it (its vector axis fills the lanes)
+        first = [point_of(space, VyasaSchedule(**{**asdict(default_schedule(form)), **(passes or {})}))]
+    except ValueError:
+        first = []
+    first_is_default = bool(first)
+    while proposed < trials:  # a repeated proposal counts as a trial; each point is costed once
+        points = first or strategy.propose(min(8, trials - proposed))
         first = []
         if not points:
             break
+        proposed += len(points)
         costs = []
         for p in points:
             sched, err, kind = schedule_of(space, p), "", "none"
@@ -126,14 +132,13 @@ def tune_operator(tensors, target, trials: int = 60, method: str = "q", seed: in
                                  (cost,) if math.isfinite(cost) else (), kind, err, method, seed, run_id,
                                  __version__, now(), f"{form.output.name} {sched}"))
         strategy.observe(points, costs)
-        if len(seen) >= len(space):
-            break
     ok = [(c, s) for s, c, _ in history if math.isfinite(c)]
     if not ok:
         raise TilewrightError(f"AIE tuning of '{form.output.name}': none of {len(history)} schedules is valid; "
                               f"first error: {history[0][2] if history else 'none proposed'}")
     best_cost, best = min(ok, key=lambda cs: cs[0])
-    return AIETuneResult(best, int(best_cost), history, history[0][1], args, target)
+    default = history[0][1] if first_is_default else math.inf
+    return AIETuneResult(best, int(best_cost), history, default, args, target)
 
 
 __all__ = ["AIETuneResult", "best_recorded", "build_operator", "modelled_cycles", "tune_operator", "workload_key"]
