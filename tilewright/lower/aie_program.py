@@ -115,6 +115,9 @@ class Mac:
     zreg: str
     zsel: object
     taps: int  # 1-D MACs fused into it (padding included)
+    x: tuple = ()  # per lane, per column: the x element read (offset past the iteration's pointer)
+    z: tuple = ()  # per column: the z element read
+    zero: tuple = ()  # per column: a padding tap (its weight is zero; its x element may be any)
 
 
 @dataclass(frozen=True)

@@ -151,11 +151,13 @@ def build_program(form: ConvForm, schedule: VyasaSchedule, config: AIEConfig) ->
     for op, spec in ((x, specs[xi]), (z, specs[zi])):
         _check_blocks(op, spec, steps + [1] * len(form.reduce), f"layout of '{op.name}'")
     red = [e for _, e in form.reduce]
+    real = list(red)
 
     def place(red):
-        ext = [e for _, e in form.spatial] + red
-        return (realize(x.tensor.shape, specs[xi], _reach(x, ext), ealign, e256),
-                realize(z.tensor.shape, specs[zi], _reach(z, ext), ealign, e256))
+        # x is laid out for the real taps only: a zero tap's x element is whatever sits past them (a
+        # pitch's padding, the next row, the buffer's slack word) and is multiplied by zero
+        return (realize(x.tensor.shape, specs[xi], _reach(x, [e for _, e in form.spatial] + real), ealign, e256),
+                realize(z.tensor.shape, specs[zi], _reach(z, [e for _, e in form.spatial] + red), ealign, e256))
 
     lx, lz = place(red)
     taps = 1
@@ -203,10 +205,15 @@ def build_program(form: ConvForm, schedule: VyasaSchedule, config: AIEConfig) ->
 
     xl = np.stack([offsets(x, lx, pts + i * lane) for i in range(lanes)], axis=1).tolist()
     zo = (offsets(z, lz, pts) * zscale).tolist()
+    zero_tap = np.zeros(pts.shape[1], bool)
+    for k, e_real in enumerate(real):
+        zero_tap |= pts[n_sp + k] >= e_real
+    zero_tap = zero_tap.tolist()
     outs = np.stack([lo.offset(jams + i * lane[:n_sp]) for i in range(lanes)], axis=1)
     if not (np.diff(outs, axis=1) == 1).all():
         raise ScheduleError(f"the output's lanes along '{schedule.vector_axis}' are not contiguous")
-    groups = [(int(outs[g, 0]), [(tuple(xl[g * nr + j]), zo[g * nr + j]) for j in range(nr)]) for g in range(nd)]
+    groups = [(int(outs[g, 0]), [(tuple(xl[g * nr + j]), zo[g * nr + j], zero_tap[g * nr + j]) for j in range(nr)])
+              for g in range(nd)]
     roles = ("x", "z") if xi == 0 else ("z", "x")
     return assemble(form, schedule, config, loops, pointers, layouts, roles, groups)
 

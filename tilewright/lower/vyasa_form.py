@@ -95,8 +95,10 @@ def _operand(load, ivars: list[IterVar], where: str) -> Operand:
     return Operand(load.tensor, rows, offs)
 
 
-def conv_form(output: Tensor, acc_bits_of) -> ConvForm:
-    """Analyse `output`; `acc_bits_of(bits)` is the target's accumulator lane width for operands of `bits`."""
+def conv_form(output: Tensor, acc_bits_of, wrapping: bool = False) -> ConvForm:
+    """Analyse `output`; `acc_bits_of(bits)` is the target's accumulator lane width for operands of `bits`.
+    `wrapping`: the target sums 16-bit products in wrapping 32-bit lanes exactly as a te int32 sum does
+    (x86 vpmaddwd + vpaddd), so an int32 output of 16-bit operands needs no range proof."""
     shift, rnd = 0, False
     acc = output
     if isinstance(output.op, ComputeOp) and output.op.attrs.get("operator") == "shift_round_saturate":
@@ -123,6 +125,13 @@ def conv_form(output: Tensor, acc_bits_of) -> ConvForm:
                             f"{ops[0].tensor.dtype} and {ops[1].tensor.dtype}")
     (b,) = bits
     out_bits = output.dtype.bits
+    if wrapping:
+        if (b, out_bits, acc.dtype.bits, shift) != (16, 32, 32, 0) or output is not acc:
+            raise LoweringError(f"{where}: the x86 datapath sums int16 products in int32 lanes: write the te as an "
+                                f"int32 sum of int16 reads, stored as it is; got {b}-bit operands, an "
+                                f"{acc.dtype} sum and an {output.dtype} output")
+        return ConvForm(output, acc, tuple((v.name, v.extent) for v in acc.op.axis),
+                        tuple((v.name, v.extent) for v in acc.op.reduce_axis), ops, b, out_bits, 0, False, 0)
     if out_bits != b or not output.dtype.is_int:
         raise LoweringError(f"{where}: a {b}-bit datapath stores {b}-bit results (srs), but the output is "
                             f"{output.dtype}; use tw.ops.shift_round_saturate(acc, shift, 'int{b}')")

@@ -3,8 +3,9 @@ graphs of vector and scalar loads, the shuffle network's selections, lazy stores
 interleaving of loads and stores with the MACs, then the register-file check.
 
 Input: per output vector (a jam point) its offset in the output and its triplet rows, each
-((x offset of every lane), z offset) in elements past the iteration's pointers; lane i of a row
-reads x at its lane's offset and the broadcast z element, and adds to output lane i."""
+((x offset of every lane), z offset, is a zero tap) in elements past the iteration's pointers;
+lane i of a row reads x at its lane's offset and the broadcast z element, and adds to output
+lane i."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ def _fuse(rows, columns: int, fuse: bool, out: int):
     if columns == 1:
         return [[r] for r in rows]
     if not fuse:
-        return [[r, (tuple(x + 1 for x in r[0]), r[1] + 1)] for r in rows]
+        return [[r, (tuple(x + 1 for x in r[0]), r[1] + 1, True)] for r in rows]
     rows = sorted(rows, key=lambda r: (r[1], r[0][0]))
     if len(rows) % 2:
         raise ScheduleError(f"column fusion: the output vector at {out} has {len(rows)} 1-D MACs, an odd count "
@@ -89,7 +90,7 @@ def assemble(form, schedule, config, loops, pointers, layouts, roles, groups) ->
             for part, off in enumerate(range(xs, xe, e256)):
                 use(xname)
                 body.append(Load(xname, "x", off, part))
-        zs = [cz for _, cz in cols]
+        zs = [c[1] for c in cols]
         chunk = min(zs) // e256 * e256  # the 256-bit word; a pair across its end: the 128-bit-aligned one
         if max(zs) >= chunk + e256:
             chunk = min(zs) // ealign * ealign
@@ -104,10 +105,10 @@ def assemble(form, schedule, config, loops, pointers, layouts, roles, groups) ->
             use(zname)
             body.append(Load(zname, "z", chunk, 0))
         zname = zloaded[zkey]
-        idx = [[xl[i] - xs for xl, _ in cols] for i in range(lanes)]
+        idx = [[c[0][i] - xs for c in cols] for i in range(lanes)]
         xsel = select_x32(tuple(r[0] for r in idx), xe - xs) if columns == 1 else select_x16(
             tuple(tuple(r) for r in idx), xe - xs)
-        zsel = select_z(tuple(tuple(cz - chunk for _, cz in cols) for _ in range(lanes)), e256)
+        zsel = select_z(tuple(tuple(c[1] - chunk for c in cols) for _ in range(lanes)), e256)
         if xsel is None or zsel is None:
             raise ScheduleError(f"the shuffle network cannot select {'x' if xsel is None else 'z'} operands "
                                 f"{idx[:2]}... of a {columns}-column MAC from its register; this fusion or "
@@ -120,7 +121,9 @@ def assemble(form, schedule, config, loops, pointers, layouts, roles, groups) ->
             # needs): 512 bits, two 256-bit loads (and two stores below)
             body.extend(Load(acc, "o", out, part) for part in range(2))
         use(xname), use(zname), use(acc)
-        body.append(Mac(acc, first or not schedule.lazy_stores, xname, xsel, zname, zsel, len(cols)))
+        body.append(Mac(acc, first or not schedule.lazy_stores, xname, xsel, zname, zsel, len(cols),
+                        tuple(tuple(c[0][i] for c in cols) for i in range(lanes)), tuple(zs),
+                        tuple(c[2] for c in cols)))
         if k == last_mac[g] or not schedule.lazy_stores:
             use(acc)
             body.extend(Store(acc, out) for _ in range(1 if k == last_mac[g] else 2))

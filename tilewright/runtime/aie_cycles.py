@@ -6,7 +6,7 @@ II = max(MACs / vector slots, loads / load slots, stores / store slots, RecMII),
 the recurrence through memory a program without lazy stores has (each partial sum is stored,
 loaded back and accumulated again: load latency + MAC latency + 1 per 1-D MAC of an output). One
 iteration from its first load to its last store takes `load_latency + MACs + mac_latency + 1`
-cycles, so n iterations take (n - 1) * II + that; every entry into the inner loop costs
+cycles (at least II), so n iterations take (n - 1) * II + that; every entry into the inner loop costs
 `loop_entry` cycles more (set-up of its pointers and loop counter). Pipelined code is prologue,
 kernel and epilogue (II x (2 x stages - 1) bundles of 16 bytes); where that overflows the 16 KB
 program memory, the loop runs unpipelined (one iteration after another). MACs per cycle counts the
@@ -70,7 +70,7 @@ def cycles(program: AIEProgram, config) -> CycleReport:
         rec = max(per_output.values()) * (config.load_latency + config.mac_latency + 1)
     ii = max(-(-macs // config.vector_slots), -(-loads // config.load_slots), -(-stores // config.store_slots),
              rec, 1)
-    iteration = config.load_latency + macs + config.mac_latency + 1
+    iteration = max(ii, config.load_latency + macs + config.mac_latency + 1)
     *outer, inner = program.loops
     trips = inner[1] // inner[2]
     entries = program.trips // trips

@@ -7,6 +7,7 @@ result."""
 from __future__ import annotations
 
 import ctypes
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,7 @@ import numpy as np
 from ..build.cc import build_library
 from ..codegen.aie import render_aie
 from ..errors import MeasureError, ShapeError
-from ..lower.aie_program import AIEProgram
+from ..lower.aie_program import AIEProgram, Layout
 from ..targets import host_target
 from .aie_cycles import cycles
 from .aligned import aligned_zeros
@@ -26,6 +27,21 @@ _COUNTERS = ("loads", "stores", "vector_macs", "srs", "misaligned", "wrapped_lan
 def host_source(source: str) -> str:
     """`source` with the emulation header inlined: one file for the host compiler (and its cache key)."""
     return source.replace('#include "aie_emu.h"', HEADER.read_text())
+
+
+@functools.lru_cache(maxsize=64)
+def offsets(layout: Layout) -> np.ndarray:
+    """Every element's offset in `layout`'s buffer, indexed like the logical tensor."""
+    return layout.offset(np.indices(layout.shape))
+
+
+def pack(layout: Layout, array: np.ndarray, what: str) -> np.ndarray:
+    """`array` copied into a zeroed, aligned buffer in `layout`."""
+    if tuple(array.shape) != layout.shape:
+        raise ShapeError(f"{what} must have shape {layout.shape}, got {tuple(array.shape)}")
+    flat = aligned_zeros((layout.size,), array.dtype)
+    flat[offsets(layout)] = array
+    return flat
 
 
 class AIEKernel:
@@ -41,24 +57,11 @@ class AIEKernel:
         self._fn = getattr(self._lib, name)
         self._fn.restype = None
         self.counters: dict[str, int] = {}
-        self._offset_cache: dict[str, np.ndarray] = {}
         form = program.form
         self.arg_names = list(arg_names or [o.name for o in form.operands] + [form.output.name])
 
     def _packed(self, role: str, array: np.ndarray) -> np.ndarray:
-        lay = self.program.layouts[role]
-        if tuple(array.shape) != lay.shape:
-            raise ShapeError(f"AIE kernel '{self.name}': operand {role} must have shape {lay.shape}, got "
-                             f"{tuple(array.shape)}")
-        flat = aligned_zeros((lay.size,), array.dtype)
-        flat[self._offsets(role)] = array
-        return flat
-
-    def _offsets(self, role: str) -> np.ndarray:
-        if role not in self._offset_cache:
-            lay = self.program.layouts[role]
-            self._offset_cache[role] = lay.offset(np.indices(lay.shape))
-        return self._offset_cache[role]
+        return pack(self.program.layouts[role], array, f"AIE kernel '{self.name}': operand {role}")
 
     def __call__(self, *arrays):
         form = self.program.form
@@ -84,7 +87,7 @@ class AIEKernel:
         if self.counters["misaligned"] or self.counters["wrapped_lanes"]:
             raise MeasureError(f"AIE kernel '{self.name}' faulted in emulation: {self.counters['misaligned']} "
                                f"misaligned accesses, {self.counters['wrapped_lanes']} accumulator lanes wrapped")
-        result = out[self._offsets("o")]
+        result = out[offsets(lay)]
         target = by_name[form.output.name]
         np.copyto(target, result)
         return target
@@ -94,4 +97,4 @@ class AIEKernel:
         return {"schedule": str(self.program.schedule), **self.report.as_dict()}
 
 
-__all__ = ["AIEKernel", "host_source"]
+__all__ = ["AIEKernel", "host_source", "offsets", "pack"]

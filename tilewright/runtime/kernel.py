@@ -24,6 +24,17 @@ def storage_dtype(buf: Buffer) -> np.dtype:
     return _NUMPY_STORAGE.get(buf.dtype.name, buf.dtype.numpy)
 
 
+def c_loop_timing(lib, ptrs, number: int | None = None, repeat: int = 5,
+                  min_repeat_ms: float = 50.0) -> TimingResult:
+    """The timing every compiled CPU kernel gets: a library's `tw_time(args, number)` (calls back to
+    back inside C) after one warm-up call, `number` calibrated to last `min_repeat_ms`, `repeat` samples."""
+    lib.tw_time(ptrs, 1)  # warm up: page faults, thread pool
+    if number is None:
+        once = max(lib.tw_time(ptrs, 1), 1e-7)
+        number = max(1, int(min_repeat_ms / 1e3 / once))
+    return TimingResult.of([lib.tw_time(ptrs, number) for _ in range(repeat)], number)
+
+
 class Kernel:
     """`kernel(*arrays)` runs it in place on C-contiguous arrays in argument order."""
 
@@ -166,19 +177,15 @@ class Kernel:
         are a MeasureError (the copy `__call__` makes would be timed too)."""
         ptrs, spans = self._pack(arrays)
         self._aliased_outputs(spans, copy=False)  # a copy would be timed too: overlap is an error here
+        if not flush_cache:
+            return c_loop_timing(self._lib, ptrs, number, repeat, min_repeat_ms)
         self._lib.tw_time(ptrs, 1)  # warm up: page faults, thread pool
-        if flush_cache:
-            number = 1
-            junk = np.empty(max(self.target.cache_bytes(3), 1 << 25) // 8 + 1024)
-        elif number is None:
-            once = max(self._lib.tw_time(ptrs, 1), 1e-7)
-            number = max(1, int(min_repeat_ms / 1e3 / once))
+        junk = np.empty(max(self.target.cache_bytes(3), 1 << 25) // 8 + 1024)
         samples = []
         for _ in range(repeat):
-            if flush_cache:
-                junk.fill(1.0)
-            samples.append(self._lib.tw_time(ptrs, number))
-        return TimingResult.of(samples, number)
+            junk.fill(1.0)
+            samples.append(self._lib.tw_time(ptrs, 1))
+        return TimingResult.of(samples, 1)
 
     def export(self, directory) -> Path:
         """Write <name>.c, <name>.so and <name>.h, usable without Python. Every

@@ -48,6 +48,19 @@ class VyasaWorkload:
         out = ops.shift_round_saturate(acc, shift, dt, round_half_up=bits == 16, name=f"{self.name}_{bits}")
         return [inp, wgt, out]
 
+    def build_int32(self):
+        """[input, weight, output] with int16 operands summed in int32 and stored as int32: the native
+        x86 analog's form (vpmaddwd), for the "filter" kind."""
+        inp_shape, _, _ = self._shapes()
+        inp = te.placeholder(inp_shape, "int16", name="I")
+        wgt = te.placeholder(self.kernel, "int16", name="W")
+        n = len(self.out)
+        rs = [te.reduce_axis((0, k), f"r{d}") for d, k in enumerate(self.kernel)]
+        out = te.compute(self.out, lambda *o: te.sum(
+            inp[tuple(o[d] + rs[d] for d in range(n))].astype("int32") * wgt[tuple(rs)].astype("int32"), axis=rs),
+            name=f"{self.name}_i32")
+        return [inp, wgt, out]
+
     def _shapes(self):
         def wide(v):
             return v.astype("int64")

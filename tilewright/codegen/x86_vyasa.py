@@ -1,0 +1,132 @@
+"""The native analog of the AIE dialect: a Vyasa program for x86's own 2-D datapath, AVX2 `vpmaddwd`
+(8 lanes x 2 columns of int16 -> int32 per 256-bit register; a 16-lane output vector is two of
+them). The triplets, lazy stores and column fusion are the AIE target's passes run with this
+datapath's shape (`native_config`); what the shuffle network did, x86 does with instructions:
+a sliding pair of taps (lane i reads x[b + i], x[b + i + 1]) is `vpunpck{l,h}wd` of two unaligned
+loads one element apart (its lanes come out in 128-bit halves, put back in order by one
+`vperm2i128` per store), a channel pair (x[b + 2i], x[b + 2i + 1]) is a plain load, and a weight
+pair is one 32-bit broadcast. The reuse graph's wide register is L1 here: unaligned loads cost no
+more than the shifts that would cut windows out of a register. The sums wrap in int32 exactly as
+the te's int32 sum does (vpmaddwd's -32768 x -32768 x 2 case included).
+
+The source exports the same entry points as every CPU kernel (`tw_call`, `tw_time`,
+`tw_set_num_threads`), so the same C timing loop times it and tilewright's own kernels."""
+
+from __future__ import annotations
+
+from ..errors import LoweringError
+from ..lower.aie_program import AIEProgram, Mac, Store
+from ..targets.aie import AIEConfig
+
+
+def native_config() -> AIEConfig:
+    """x86 AVX2 as a 2-D datapath: two 8 x 2 vpmaddwd per 16-lane vector, unaligned loads (the
+    alignment unit is one element), windows read from L1 (no register width bound), 6 accumulator
+    pairs of the 16 ymm registers."""
+    return AIEConfig(datapath16=(16, 2), align_bits=16, vector_registers=1024, max_register_bits=1 << 16,
+                     accumulators=6, program_memory_bytes=1 << 30)
+
+
+def _x_pattern(mac: Mac) -> tuple[str, int]:
+    """("slide", b) for lanes (b + i, b + i + 1), ("pairs", b) for (b + 2i, b + 2i + 1)."""
+    b = mac.x[0][0]
+    if all(x == (b + i, b + i + 1) for i, x in enumerate(mac.x)):
+        return "slide", b
+    if all(x == (b + 2 * i, b + 2 * i + 1) for i, x in enumerate(mac.x)):
+        return "pairs", b
+    raise LoweringError(f"x86 vpmaddwd: lanes reading {mac.x[:3]}... are neither a sliding nor an adjacent pair")
+
+
+def render_x86(program: AIEProgram, name: str = "tw_vyasa") -> str:
+    if not program.runnable or program.bits != 16 or program.lanes != 16 or program.columns != 2:
+        raise LoweringError("the x86 dialect renders 16-lane, 2-column int16 programs with lazy stores and fusion")
+    lines = ["#include <immintrin.h>", "#include <stdint.h>", "#include <string.h>", "#include <time.h>",
+             "#ifdef _OPENMP", "#include <omp.h>", "#endif", "",
+             f"/* {program.form.output.name}: {program.schedule} (x86 vpmaddwd) */",
+             "__attribute__((target(\"avx2\")))",
+             f"static void {name}(int32_t *restrict omem, const int16_t *restrict xmem, "
+             f"const int16_t *restrict zmem) {{"]
+    params = {"x": "xmem", "z": "zmem"}
+    lines[-1] = lines[-1].replace("const int16_t *restrict xmem, const int16_t *restrict zmem",
+                                  f"const int16_t *restrict {params[program.roles[0]]}, "
+                                  f"const int16_t *restrict {params[program.roles[1]]}")
+    depth = 1
+    for k, (axis, extent, step) in enumerate(program.loops):
+        pad = "    " * depth
+        if k == 0 and extent // step > 1:
+            lines.append(f"{pad}#pragma omp parallel for schedule(static)")
+        lines.append(f"{pad}for (int {axis} = 0; {axis} < {extent}; {axis} += {step}) {{")
+        depth += 1
+    pad = "    " * depth
+    steps = {axis: step for axis, _, step in program.loops}
+    for role in ("x", "z", "o"):
+        terms = [f"{e} * ({a} / {steps[a]})" for a, e in program.pointers[role].items() if e]
+        kind = "int32_t" if role == "o" else "const int16_t"
+        lines.append(f"{pad}{kind} *{role}p = {role}mem + ({' + '.join(terms) or '0'});")
+    order = {}
+    for op in program.body:
+        if isinstance(op, Mac):
+            kind, b = _x_pattern(op)
+            if order.setdefault(op.acc, kind) != kind:
+                raise LoweringError(f"accumulator {op.acc} mixes sliding and paired lanes")
+            lo, hi = f"{op.acc}_l", f"{op.acc}_h"
+            if kind == "slide" and op.zero[1]:  # a zero tap: its column reads lane i's element again, in bounds
+                lines.append(f"{pad}{{ __m256i a = _mm256_loadu_si256((const __m256i *)(xp + {b})), c = a;")
+            elif kind == "slide":
+                lines.append(f"{pad}{{ __m256i a = _mm256_loadu_si256((const __m256i *)(xp + {b})), "
+                             f"c = _mm256_loadu_si256((const __m256i *)(xp + {b + 1}));")
+                xl, xh = "_mm256_unpacklo_epi16(a, c)", "_mm256_unpackhi_epi16(a, c)"
+            else:
+                lines.append(f"{pad}{{ __m256i a = _mm256_loadu_si256((const __m256i *)(xp + {b})), "
+                             f"c = _mm256_loadu_si256((const __m256i *)(xp + {b + 16}));")
+                xl, xh = "a", "c"
+            z0, z1 = op.z
+            if z1 == z0 + 1:
+                wload = f"int32_t w; memcpy(&w, zp + {z0}, 4);"
+            else:
+                wload = f"int32_t w = (int32_t)((uint16_t)zp[{z0}] | ((uint32_t)(uint16_t)zp[{z1}] << 16));"
+            lines.append(f"{pad}  {wload} __m256i wv = _mm256_set1_epi32(w);")
+            if op.first:
+                lines.append(f"{pad}  {lo} = _mm256_madd_epi16({xl}, wv); {hi} = _mm256_madd_epi16({xh}, wv); }}")
+            else:
+                lines.append(f"{pad}  {lo} = _mm256_add_epi32({lo}, _mm256_madd_epi16({xl}, wv)); "
+                             f"{hi} = _mm256_add_epi32({hi}, _mm256_madd_epi16({xh}, wv)); }}")
+        elif isinstance(op, Store):
+            lo, hi = f"{op.acc}_l", f"{op.acc}_h"
+            if order.get(op.acc) == "slide":  # lanes 0-3 | 8-11 in lo, 4-7 | 12-15 in hi
+                first, second = f"_mm256_permute2x128_si256({lo}, {hi}, 0x20)", \
+                    f"_mm256_permute2x128_si256({lo}, {hi}, 0x31)"
+            else:
+                first, second = lo, hi
+            lines.append(f"{pad}_mm256_storeu_si256((__m256i *)(op + {op.offset}), {first});")
+            lines.append(f"{pad}_mm256_storeu_si256((__m256i *)(op + {op.offset + 8}), {second});")
+    accs = sorted(order)
+    decl = f"{pad}__m256i " + ", ".join(f"{a}_l, {a}_h" for a in accs) + ";"
+    first_body = next(i for i, line in enumerate(lines) if "*op = omem" in line)
+    lines.insert(first_body + 1, decl)
+    for _ in program.loops:
+        depth -= 1
+        lines.append("    " * depth + "}")
+    lines.append("}")
+    args = "(int32_t *)tw_args[2], (const int16_t *)tw_args[0], (const int16_t *)tw_args[1]"  # te order: a, b, out
+    lines += [
+        "", f"int32_t tw_call(void **tw_args) {{ {name}({args}); return 0; }}",
+        "double tw_time(void **tw_args, int32_t tw_number) {",
+        "  struct timespec tw_t0, tw_t1;",
+        "  clock_gettime(CLOCK_MONOTONIC, &tw_t0);",
+        f"  for (int32_t tw_n = 0; tw_n < tw_number; ++tw_n) {name}({args});",
+        "  clock_gettime(CLOCK_MONOTONIC, &tw_t1);",
+        "  return ((double)(tw_t1.tv_sec - tw_t0.tv_sec) + 1e-9 * (double)(tw_t1.tv_nsec - tw_t0.tv_nsec))"
+        " / tw_number;",
+        "}",
+        "int32_t tw_set_num_threads(int32_t tw_n) {",
+        "#ifdef _OPENMP",
+        "  omp_set_num_threads(tw_n);",
+        "#endif",
+        "  return tw_n;",
+        "}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["native_config", "render_x86"]
