@@ -12,7 +12,7 @@ from tilewright.lower.aie_program import VyasaSchedule
 from tilewright.lower.vyasa import build_program
 from tilewright.lower.vyasa_form import conv_form
 from tilewright.reference import evaluate
-from tilewright.runtime.x86_vyasa import NativeVyasaKernel
+from tilewright.runtime.x86_vyasa import NativeVyasaKernel, has_vnni16
 from tilewright.workloads.vyasa import TABLE_VI
 
 CFG = native_config()
@@ -51,3 +51,17 @@ def test_the_native_form_is_the_int32_sum():
     inp, wgt, out = TABLE_VI[0].build(16)  # srs-stored: the AIE's form, not x86's
     with pytest.raises(tw.TilewrightError, match="int32 sum of int16 reads"):
         conv_form(out, CFG.acc_bits, wrapping=True)
+
+
+@pytest.mark.skipif(not has_vnni16(tw.Target("cpu")), reason="the host lacks AVX512-VNNI with VL")
+def test_vpdpwssd_variant_is_bit_exact():
+    (inp, wgt, out), prog = _program(5)
+    kernel = NativeVyasaKernel(prog, tw.Target("cpu"), vnni=True)
+    assert "_mm256_dpwssd_epi32" in kernel.source
+    rng = np.random.default_rng(1)
+    a = rng.integers(-2 ** 15, 2 ** 15, size=inp.shape).astype(np.int16)
+    b = rng.integers(-2 ** 15, 2 ** 15, size=wgt.shape).astype(np.int16)
+    got = np.zeros(out.shape, np.int32)
+    kernel(a, b, got)
+    ref = evaluate([out], {inp: a, wgt: b})
+    np.testing.assert_array_equal(got, ref[0] if isinstance(ref, (list, tuple)) else ref)

@@ -3,10 +3,12 @@ filters on the paper's CV shapes (Table VI: 2 x 2 ... 11 x 11 on 256 x 16 output
 summed in int32, against tilewright's own CPU kernel of the same te, tuned (its 1-D vectorization
 widens each int16 to int32 and multiplies lane by lane). Both sides: the same host, threads, inputs
 and C timing loop, alternating rounds in one process; every output checked against the reference
-before its time counts. The native side's schedule (unroll-and-jam of rows and vectors) is chosen
-by measuring each candidate. It reads the image and writes the output in the caller's layout; only
-its constant weights are packed (in pairs, a zero column for odd widths), once, as a deployment
-does: the table says so.
+before its time counts. The native side's schedule (unroll-and-jam of rows and vectors, rows split
+over the threads or not) is chosen by measuring each candidate. It reads the image and writes the
+output in the caller's layout; only its constant weights are packed (in pairs, a zero column for
+odd widths), once, as a deployment does: the table says so. `--isa avx2` restricts the baseline to
+AVX2 (an AVX2-class comparison on an AVX-512 host) and the native side to vpmaddwd; on a host with
+AVX512-VNNI the native side may also fuse each vpmaddwd + vpaddd into a 256-bit vpdpwssd.
 
     python -m tilewright.bench.vyasa_native --trials 60 --out benchmarks/results/vyasa_native"""
 
@@ -26,7 +28,7 @@ from ..lower.aie_program import VyasaSchedule
 from ..lower.vyasa import build_program
 from ..lower.vyasa_form import conv_form
 from ..reference import evaluate
-from ..runtime.x86_vyasa import NativeVyasaKernel
+from ..runtime.x86_vyasa import NativeVyasaKernel, has_vnni16
 from ..targets import Target
 from ..workloads.vyasa import TABLE_VI
 from .provenance import provenance, provenance_line
@@ -47,7 +49,10 @@ def native_candidates(form, config, host):
             program = build_program(form, VyasaSchedule(x, (y, x), ((y, jy), (x, jx))), config)
         except ScheduleError:
             continue
-        yield program.schedule, NativeVyasaKernel(program, host)
+        for parallel in (True, False):
+            for vnni in (False, True) if has_vnni16(host) else (False,):
+                yield (program.schedule, parallel, vnni), NativeVyasaKernel(program, host, parallel=parallel,
+                                                                             vnni=vnni)
 
 
 def run_workload(w, trials: int, host, rounds: int) -> dict:
@@ -75,14 +80,17 @@ def run_workload(w, trials: int, host, rounds: int) -> dict:
         times["vyasa_x86"].append(best[2].time(a, b, o).median)
     med = {k: float(np.median(v)) for k, v in times.items()}
     mullo = "_mm256_mullo_epi32" in base.source or "_mm512_mullo_epi32" in base.source
+    sched, parallel, vnni = best[1]
     return {"workload": w.name, "macs": int(np.prod(out.shape)) * int(np.prod(wgt.shape)),
             "tilewright_us": med["tilewright"] * 1e6, "vyasa_x86_us": med["vyasa_x86"] * 1e6,
-            "speedup": med["tilewright"] / med["vyasa_x86"], "schedule": str(best[1]),
+            "speedup": med["tilewright"] / med["vyasa_x86"],
+            "schedule": f"{sched}, {'parallel rows' if parallel else 'one thread'}{', vpdpwssd' if vnni else ''}",
             "baseline_widens": mullo, "exact": True}
 
 
 def markdown(doc: dict) -> str:
-    lines = [f"# Vyasa's column fusion on x86 vpmaddwd: int16 2-D filters, {doc['threads']} threads",
+    lines = [f"# Vyasa's column fusion on x86 vpmaddwd: int16 2-D filters, {doc['threads']} threads, "
+             f"baseline ISA {doc['isa']}",
              "", provenance_line(doc["provenance"]), "",
              f"Baseline: tilewright's CPU kernel of the same te, tuned {doc['trials']} trials. Both sides bit-exact "
              "against the reference; median of alternating rounds of the same C timing loop. Both read the image "
@@ -102,9 +110,10 @@ def main(argv=None) -> dict:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--sizes", type=int, nargs="+", default=list(range(2, 12)))
+    ap.add_argument("--isa", default="native", help="restrict the baseline's host target (avx2: an AVX2-class run)")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
-    host = Target("cpu").with_cores(args.threads)
+    host = Target("cpu").with_isa(args.isa).with_cores(args.threads)  # -isa=avx2 also drops VNNI
     if "avx2" not in host.features:
         raise SystemExit("this benchmark needs an AVX2 host")
     rows = []
@@ -115,12 +124,13 @@ def main(argv=None) -> dict:
             print(f"{r['workload']:8s} tilewright {r['tilewright_us']:8.2f} us  vpmaddwd {r['vyasa_x86_us']:8.2f} us "
                   f" x{r['speedup']:.2f}  ({r['schedule']})", flush=True)
     geo = math.exp(sum(math.log(r["speedup"]) for r in rows) / len(rows))
-    doc = {"trials": args.trials, "threads": args.threads, "rows": rows, "geomean": geo,
+    doc = {"trials": args.trials, "threads": args.threads, "isa": args.isa, "rows": rows, "geomean": geo,
            "provenance": provenance(threads=args.threads, target=host)}
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / f"filters_int16_trials{args.trials}.json").write_text(json.dumps(doc, indent=1))
-        (args.out / f"filters_int16_trials{args.trials}.md").write_text(markdown(doc))
+        stem = f"filters_int16_{args.isa}_trials{args.trials}"
+        (args.out / f"{stem}.json").write_text(json.dumps(doc, indent=1))
+        (args.out / f"{stem}.md").write_text(markdown(doc))
     print(markdown(doc))
     return doc
 

@@ -37,13 +37,16 @@ def _x_pattern(mac: Mac) -> tuple[str, int]:
     raise LoweringError(f"x86 vpmaddwd: lanes reading {mac.x[:3]}... are neither a sliding nor an adjacent pair")
 
 
-def render_x86(program: AIEProgram, name: str = "tw_vyasa") -> str:
+def render_x86(program: AIEProgram, name: str = "tw_vyasa", parallel: bool = True, vnni: bool = False) -> str:
+    """AVX2 C of `program`; `parallel` splits its outermost loop over the OpenMP threads (a call of a
+    few microseconds can lose more to the fork and join than it gains); `vnni` fuses each
+    vpmaddwd + vpaddd into one vpdpwssd (AVX512-VNNI with VL: the same sums, the same wrapping)."""
     if not program.runnable or program.bits != 16 or program.lanes != 16 or program.columns != 2:
         raise LoweringError("the x86 dialect renders 16-lane, 2-column int16 programs with lazy stores and fusion")
     lines = ["#include <immintrin.h>", "#include <stdint.h>", "#include <string.h>", "#include <time.h>",
              "#ifdef _OPENMP", "#include <omp.h>", "#endif", "",
              f"/* {program.form.output.name}: {program.schedule} (x86 vpmaddwd) */",
-             "__attribute__((target(\"avx2\")))",
+             f"__attribute__((target(\"{'avx2,avx512vnni,avx512vl' if vnni else 'avx2'}\")))",
              f"static void {name}(int32_t *restrict omem, const int16_t *restrict xmem, "
              f"const int16_t *restrict zmem) {{"]
     params = {"x": "xmem", "z": "zmem"}
@@ -53,7 +56,7 @@ def render_x86(program: AIEProgram, name: str = "tw_vyasa") -> str:
     depth = 1
     for k, (axis, extent, step) in enumerate(program.loops):
         pad = "    " * depth
-        if k == 0 and extent // step > 1:
+        if k == 0 and extent // step > 1 and parallel:
             lines.append(f"{pad}#pragma omp parallel for schedule(static)")
         lines.append(f"{pad}for (int {axis} = 0; {axis} < {extent}; {axis} += {step}) {{")
         depth += 1
@@ -64,33 +67,42 @@ def render_x86(program: AIEProgram, name: str = "tw_vyasa") -> str:
         kind = "int32_t" if role == "o" else "const int16_t"
         lines.append(f"{pad}{kind} *{role}p = {role}mem + ({' + '.join(terms) or '0'});")
     order = {}
+    operands: dict[tuple, str] = {}  # the reuse graph on x86: each unpacked window once per iteration
     for op in program.body:
         if isinstance(op, Mac):
             kind, b = _x_pattern(op)
             if order.setdefault(op.acc, kind) != kind:
                 raise LoweringError(f"accumulator {op.acc} mixes sliding and paired lanes")
+            key = (kind, b, kind == "slide" and op.zero[1])
+            if key not in operands:
+                u = operands[key] = f"u{len(operands)}"
+                if key[2]:  # a zero tap: its column reads lane i's element again, in bounds
+                    second, xl, xh = "a", "_mm256_unpacklo_epi16(a, a)", "_mm256_unpackhi_epi16(a, a)"
+                elif kind == "slide":
+                    second = f"_mm256_loadu_si256((const __m256i *)(xp + {b + 1}))"
+                    xl, xh = "_mm256_unpacklo_epi16(a, c)", "_mm256_unpackhi_epi16(a, c)"
+                else:
+                    second, xl, xh = f"_mm256_loadu_si256((const __m256i *)(xp + {b + 16}))", "a", "c"
+                lines.append(f"{pad}__m256i {u}_l, {u}_h;")
+                lines.append(f"{pad}{{ __m256i a = _mm256_loadu_si256((const __m256i *)(xp + {b})), c = {second};"
+                             f" (void)c; {u}_l = {xl}; {u}_h = {xh}; }}")
+            u = operands[key]
             lo, hi = f"{op.acc}_l", f"{op.acc}_h"
-            if kind == "slide" and op.zero[1]:  # a zero tap: its column reads lane i's element again, in bounds
-                lines.append(f"{pad}{{ __m256i a = _mm256_loadu_si256((const __m256i *)(xp + {b})), c = a;")
-            elif kind == "slide":
-                lines.append(f"{pad}{{ __m256i a = _mm256_loadu_si256((const __m256i *)(xp + {b})), "
-                             f"c = _mm256_loadu_si256((const __m256i *)(xp + {b + 1}));")
-                xl, xh = "_mm256_unpacklo_epi16(a, c)", "_mm256_unpackhi_epi16(a, c)"
-            else:
-                lines.append(f"{pad}{{ __m256i a = _mm256_loadu_si256((const __m256i *)(xp + {b})), "
-                             f"c = _mm256_loadu_si256((const __m256i *)(xp + {b + 16}));")
-                xl, xh = "a", "c"
             z0, z1 = op.z
             if z1 == z0 + 1:
                 wload = f"int32_t w; memcpy(&w, zp + {z0}, 4);"
             else:
                 wload = f"int32_t w = (int32_t)((uint16_t)zp[{z0}] | ((uint32_t)(uint16_t)zp[{z1}] << 16));"
-            lines.append(f"{pad}  {wload} __m256i wv = _mm256_set1_epi32(w);")
-            if op.first:
-                lines.append(f"{pad}  {lo} = _mm256_madd_epi16({xl}, wv); {hi} = _mm256_madd_epi16({xh}, wv); }}")
+            lines.append(f"{pad}{{ {wload} __m256i wv = _mm256_set1_epi32(w);")
+            if vnni:
+                a_l, a_h = ("_mm256_setzero_si256()",) * 2 if op.first else (lo, hi)
+                lines.append(f"{pad}  {lo} = _mm256_dpwssd_epi32({a_l}, {u}_l, wv); "
+                             f"{hi} = _mm256_dpwssd_epi32({a_h}, {u}_h, wv); }}")
+            elif op.first:
+                lines.append(f"{pad}  {lo} = _mm256_madd_epi16({u}_l, wv); {hi} = _mm256_madd_epi16({u}_h, wv); }}")
             else:
-                lines.append(f"{pad}  {lo} = _mm256_add_epi32({lo}, _mm256_madd_epi16({xl}, wv)); "
-                             f"{hi} = _mm256_add_epi32({hi}, _mm256_madd_epi16({xh}, wv)); }}")
+                lines.append(f"{pad}  {lo} = _mm256_add_epi32({lo}, _mm256_madd_epi16({u}_l, wv)); "
+                             f"{hi} = _mm256_add_epi32({hi}, _mm256_madd_epi16({u}_h, wv)); }}")
         elif isinstance(op, Store):
             lo, hi = f"{op.acc}_l", f"{op.acc}_h"
             if order.get(op.acc) == "slide":  # lanes 0-3 | 8-11 in lo, 4-7 | 12-15 in hi

@@ -96,7 +96,7 @@ def _pad_axis(form: ConvForm, x: Operand, z: Operand, lx: Layout, lz: Layout, n_
 def layout_probe(form: ConvForm, vector_axis: str, layouts, config: AIEConfig) -> bool:
     """A cheap necessary condition for (vector axis, operand layouts): one operand streams along the
     vector axis with lanes the shuffle network can address (32-bit: within 16 words; 16-bit: at a
-    stride of one or two elements), blocks move by whole blocks, loops step by whole 256-bit words."""
+    stride of one or two elements), blocks move by whole blocks, loops step by whole 128-bit words."""
     lanes, _ = config.datapath(form.bits)
     e256, ealign = config.port_bits // form.bits, config.align_bits // form.bits
     try:

@@ -18,12 +18,21 @@ from .aligned import aligned_zeros
 from .kernel import c_loop_timing
 
 
+def has_vnni16(target: Target) -> bool:
+    """Whether `target` runs the 256-bit vpdpwssd (int16 pairs, accumulated)."""
+    return {"avx512_vnni", "avx512vl"} <= set(target.features)
+
+
 class NativeVyasaKernel:
     """Call with (first operand, second operand, output) NumPy arrays, in the te's read order."""
 
-    def __init__(self, program: AIEProgram, target: Target, threads: int | None = None):
+    def __init__(self, program: AIEProgram, target: Target, threads: int | None = None, parallel: bool = True,
+                 vnni: bool = False):
+        if vnni and not has_vnni16(target):
+            raise ShapeError(f"vpdpwssd needs AVX512-VNNI with AVX512VL; {target} has {sorted(target.features)}")
         self.program = program
-        self.source = render_x86(program)
+        self.parallel, self.vnni = parallel, vnni
+        self.source = render_x86(program, parallel=parallel, vnni=vnni)
         self._lib = ctypes.CDLL(str(build_library(self.source, target).library))
         self._lib.tw_time.restype = ctypes.c_double
         self._lib.tw_time.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int32]
@@ -50,4 +59,4 @@ class NativeVyasaKernel:
         return c_loop_timing(self._lib, ptrs, **options)
 
 
-__all__ = ["NativeVyasaKernel"]
+__all__ = ["NativeVyasaKernel", "has_vnni16"]
