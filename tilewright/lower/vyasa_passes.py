@@ -15,8 +15,9 @@ from .vyasa_select import select_x16, select_x32, select_z
 
 
 def _fuse(rows, columns: int, fuse: bool, out: int):
-    """Each MAC's columns as (x offset, z offset) pairs: 16-bit pairs of rows by z order (with the
-    zero-padded tap, a filter row's taps 2j and 2j+1), or a row with its interleaved zero weight."""
+    """Each MAC's columns, one triplet row per column: 16-bit pairs of rows in z order (with the
+    zero-padded tap, a filter row's taps 2j and 2j+1), or (ablation) a row with its interleaved zero
+    weight."""
     if columns == 1:
         return [[r] for r in rows]
     if not fuse:
