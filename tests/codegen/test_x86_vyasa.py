@@ -27,7 +27,7 @@ def _program(k: int, jam=(("ax0", 2),)):
 def test_source_uses_vpmaddwd_pairs_and_the_callers_layout():
     (inp, _, _), prog = _program(3)
     src = render_x86(prog)
-    assert "_mm256_madd_epi16" in src and "_mm256_unpacklo_epi16" in src and "omp parallel for" in src
+    assert "_mm256_madd_epi16" in src and "_mm256_unpacklo_epi32" in src and "omp parallel for" in src
     assert prog.layouts["x"].padded == tuple(inp.shape)  # no pitch padding: the image as the caller holds it
 
 

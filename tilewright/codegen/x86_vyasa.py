@@ -1,12 +1,13 @@
 """The native analog of the AIE dialect: a Vyasa program for x86's own 2-D datapath, AVX2 `vpmaddwd`
 (8 lanes x 2 columns of int16 -> int32 per 256-bit register; a 16-lane output vector is two of
 them). The triplets, lazy stores and column fusion are the AIE target's passes run with this
-datapath's shape (`native_config`); what the shuffle network did, x86 does with instructions:
-a sliding pair of taps (lane i reads x[b + i], x[b + i + 1]) is `vpunpck{l,h}wd` of two unaligned
-loads one element apart (its lanes come out in 128-bit halves, put back in order by one
-`vperm2i128` per store), a channel pair (x[b + 2i], x[b + 2i + 1]) is a plain load, and a weight
-pair is one 32-bit broadcast. The reuse graph's wide register is L1 here: unaligned loads cost no
-more than the shifts that would cut windows out of a register. The sums wrap in int32 exactly as
+datapath's shape (`native_config`); what the shuffle network did, x86 does by choosing which
+outputs a register holds: for a sliding pair of taps (lane i reads x[b + i], x[b + i + 1]) one
+accumulator holds the even outputs, whose pairs a plain load of x[b..] already lines up, the other
+the odd ones, from the load one element on; the two are interleaved once per store (unpack, then
+`vperm2i128`), not once per MAC. A channel pair (x[b + 2i], x[b + 2i + 1]) is a plain load, a
+weight pair one 32-bit broadcast, and each window is loaded once per iteration for every MAC
+that reads it (the reuse graph's wide register is L1 here). The sums wrap in int32 exactly as
 the te's int32 sum does (vpmaddwd's -32768 x -32768 x 2 case included).
 
 The source exports the same entry points as every CPU kernel (`tw_call`, `tw_time`,
@@ -43,7 +44,7 @@ def render_x86(program: AIEProgram, name: str = "tw_vyasa", parallel: bool = Tru
     vpmaddwd + vpaddd into one vpdpwssd (AVX512-VNNI with VL: the same sums, the same wrapping)."""
     if not program.runnable or program.bits != 16 or program.lanes != 16 or program.columns != 2:
         raise LoweringError("the x86 dialect renders 16-lane, 2-column int16 programs with lazy stores and fusion")
-    lines = ["#include <immintrin.h>", "#include <stdint.h>", "#include <string.h>", "#include <time.h>",
+    lines = ["#include <immintrin.h>", "#include <stdint.h>", "#include <time.h>",
              "#ifdef _OPENMP", "#include <omp.h>", "#endif", "",
              f"/* {program.form.output.name}: {program.schedule} (x86 vpmaddwd) */",
              f"__attribute__((target(\"{'avx2,avx512vnni,avx512vl' if vnni else 'avx2'}\")))",
@@ -67,51 +68,64 @@ def render_x86(program: AIEProgram, name: str = "tw_vyasa", parallel: bool = Tru
         kind = "int32_t" if role == "o" else "const int16_t"
         lines.append(f"{pad}{kind} *{role}p = {role}mem + ({' + '.join(terms) or '0'});")
     order = {}
-    operands: dict[tuple, str] = {}  # the reuse graph on x86: each unpacked window once per iteration
+    loads: dict[int, str] = {}  # the reuse graph on x86: each window loaded once per iteration
+
+    weights: dict[tuple, str] = {}
+
+    def weight(z0: int, z1: int) -> str:
+        """The broadcast weight pair, once per iteration: a 32-bit broadcast straight from memory."""
+        if (z0, z1) not in weights:
+            w = weights[(z0, z1)] = f"w{len(weights)}"
+            if z1 == z0 + 1:
+                lines.append(f"{pad}__m256i {w} = _mm256_castps_si256(_mm256_broadcast_ss((const float *)"
+                             f"(zp + {z0})));")
+            else:
+                lines.append(f"{pad}__m256i {w} = _mm256_set1_epi32((int32_t)((uint16_t)zp[{z0}] | "
+                             f"((uint32_t)(uint16_t)zp[{z1}] << 16)));")
+        return weights[(z0, z1)]
+
+    def load(off: int) -> str:
+        if off not in loads:
+            loads[off] = f"u{len(loads)}"
+            lines.append(f"{pad}__m256i {loads[off]} = _mm256_loadu_si256((const __m256i *)(xp + {off}));")
+        return loads[off]
+
     for op in program.body:
         if isinstance(op, Mac):
             kind, b = _x_pattern(op)
             if order.setdefault(op.acc, kind) != kind:
                 raise LoweringError(f"accumulator {op.acc} mixes sliding and paired lanes")
-            key = (kind, b, kind == "slide" and op.zero[1])
-            if key not in operands:
-                u = operands[key] = f"u{len(operands)}"
-                if key[2]:  # a zero tap: its column reads lane i's element again, in bounds
-                    second, xl, xh = "a", "_mm256_unpacklo_epi16(a, a)", "_mm256_unpackhi_epi16(a, a)"
-                elif kind == "slide":
-                    second = f"_mm256_loadu_si256((const __m256i *)(xp + {b + 1}))"
-                    xl, xh = "_mm256_unpacklo_epi16(a, c)", "_mm256_unpackhi_epi16(a, c)"
-                else:
-                    second, xl, xh = f"_mm256_loadu_si256((const __m256i *)(xp + {b + 16}))", "a", "c"
-                lines.append(f"{pad}__m256i {u}_l, {u}_h;")
-                lines.append(f"{pad}{{ __m256i a = _mm256_loadu_si256((const __m256i *)(xp + {b})), c = {second};"
-                             f" (void)c; {u}_l = {xl}; {u}_h = {xh}; }}")
-            u = operands[key]
+            wv = weight(*op.z)
+            if kind == "pairs":  # lanes 0-7 from x[b..b+15], 8-15 from the next 16
+                xl, xh, wl, wh = load(b), load(b + 16), wv, wv
+            elif op.zero[1]:
+                # a zero tap: even lanes read the pair (x[b + 2j], x[b + 2j + 1]) with weights (w, 0), odd
+                # lanes the same pair with (0, w): nothing past the real taps is read
+                xl, xh, wl, wh = load(b), load(b), wv, f"_mm256_slli_epi32({wv}, 16)"
+            else:  # even output lanes read x[b + 2j], x[b + 2j + 1]; odd ones the window one element on
+                xl, xh, wl, wh = load(b), load(b + 1), wv, wv
+            lines.append(f"{pad}{{")
             lo, hi = f"{op.acc}_l", f"{op.acc}_h"
-            z0, z1 = op.z
-            if z1 == z0 + 1:
-                wload = f"int32_t w; memcpy(&w, zp + {z0}, 4);"
-            else:
-                wload = f"int32_t w = (int32_t)((uint16_t)zp[{z0}] | ((uint32_t)(uint16_t)zp[{z1}] << 16));"
-            lines.append(f"{pad}{{ {wload} __m256i wv = _mm256_set1_epi32(w);")
             if vnni:
                 a_l, a_h = ("_mm256_setzero_si256()",) * 2 if op.first else (lo, hi)
-                lines.append(f"{pad}  {lo} = _mm256_dpwssd_epi32({a_l}, {u}_l, wv); "
-                             f"{hi} = _mm256_dpwssd_epi32({a_h}, {u}_h, wv); }}")
+                lines.append(f"{pad}  {lo} = _mm256_dpwssd_epi32({a_l}, {xl}, {wl}); "
+                             f"{hi} = _mm256_dpwssd_epi32({a_h}, {xh}, {wh}); }}")
             elif op.first:
-                lines.append(f"{pad}  {lo} = _mm256_madd_epi16({u}_l, wv); {hi} = _mm256_madd_epi16({u}_h, wv); }}")
+                lines.append(f"{pad}  {lo} = _mm256_madd_epi16({xl}, {wl}); {hi} = _mm256_madd_epi16({xh}, {wh}); }}")
             else:
-                lines.append(f"{pad}  {lo} = _mm256_add_epi32({lo}, _mm256_madd_epi16({u}_l, wv)); "
-                             f"{hi} = _mm256_add_epi32({hi}, _mm256_madd_epi16({u}_h, wv)); }}")
+                lines.append(f"{pad}  {lo} = _mm256_add_epi32({lo}, _mm256_madd_epi16({xl}, {wl})); "
+                             f"{hi} = _mm256_add_epi32({hi}, _mm256_madd_epi16({xh}, {wh})); }}")
         elif isinstance(op, Store):
             lo, hi = f"{op.acc}_l", f"{op.acc}_h"
-            if order.get(op.acc) == "slide":  # lanes 0-3 | 8-11 in lo, 4-7 | 12-15 in hi
-                first, second = f"_mm256_permute2x128_si256({lo}, {hi}, 0x20)", \
-                    f"_mm256_permute2x128_si256({lo}, {hi}, 0x31)"
+            if order.get(op.acc) == "slide":  # even outputs in lo, odd in hi: interleave once per store
+                lines.append(f"{pad}{{ __m256i a = _mm256_unpacklo_epi32({lo}, {hi}), "
+                             f"c = _mm256_unpackhi_epi32({lo}, {hi});")
+                first, second = "_mm256_permute2x128_si256(a, c, 0x20)", "_mm256_permute2x128_si256(a, c, 0x31)"
             else:
+                lines.append(f"{pad}{{")
                 first, second = lo, hi
-            lines.append(f"{pad}_mm256_storeu_si256((__m256i *)(op + {op.offset}), {first});")
-            lines.append(f"{pad}_mm256_storeu_si256((__m256i *)(op + {op.offset + 8}), {second});")
+            lines.append(f"{pad}  _mm256_storeu_si256((__m256i *)(op + {op.offset}), {first});")
+            lines.append(f"{pad}  _mm256_storeu_si256((__m256i *)(op + {op.offset + 8}), {second}); }}")
     accs = sorted(order)
     decl = f"{pad}__m256i " + ", ".join(f"{a}_l, {a}_h" for a in accs) + ";"
     first_body = next(i for i, line in enumerate(lines) if "*op = omem" in line)
