@@ -50,15 +50,14 @@ def aie_space(form, config, passes: dict | None = None) -> Space:
                             f"{form.bits}-bit datapath's {lanes} lanes; pad the output")
     knobs = [OrdinalKnob("vector", vectors), OrdinalKnob("order", tuple(itertools.permutations(names)))]
     knobs += [OrdinalKnob(f"jam_{name}", _jams(extent)) for name, extent in form.spatial]
-    for k, op in enumerate(form.operands):
-        knobs.append(OrdinalKnob(f"layout_{'ab'[k]}", layout_candidates(op.tensor.shape, lanes, columns)))
+    layouts = [layout_candidates(op.tensor.shape, lanes, columns) for op in form.operands]
+    knobs += [OrdinalKnob(f"layout_{c}", options) for c, options in zip("ab", layouts)]
     if columns > 1:
         knobs.append(OrdinalKnob("pad_taps", (True, False)))
     # the layout pairs worth drawing for each vector axis (most combinations cannot stream the vector)
     pairs = {}
     for name in vectors:
-        pairs[name] = [(ia, ib) for ia, la in enumerate(knobs[-3 if columns > 1 else -2].options)
-                       for ib, lb in enumerate(knobs[-2 if columns > 1 else -1].options)
+        pairs[name] = [(ia, ib) for ia, la in enumerate(layouts[0]) for ib, lb in enumerate(layouts[1])
                        if layout_probe(form, name, (la, lb), config)]
     usable = [n for n in vectors if pairs[n]]
     if not usable:
