@@ -18,6 +18,7 @@ import argparse
 import numpy as np
 
 import tilewright as tw
+from tilewright.workloads.vyasa import random_inputs
 
 
 def filter2d(height: int, width: int, k: int, shift: int):
@@ -42,10 +43,7 @@ def main() -> None:
     print(result.report())
     kernel = result.build()
 
-    rng = np.random.default_rng(0)
-    img = rng.integers(-2 ** 15, 2 ** 15, size=image.shape).astype(np.int16)
-    cof = rng.integers(-2 ** 15, 2 ** 15, size=coeffs.shape).astype(np.int16)
-    got = np.zeros(out.shape, np.int16)
+    img, cof, got = random_inputs([image, coeffs, out])  # over int16's whole range
     kernel(img, cof, got)
     want = tw.reference.evaluate([out], {image: img, coeffs: cof})
     np.testing.assert_array_equal(got, want[0] if isinstance(want, (list, tuple)) else want)

@@ -10,7 +10,7 @@ import pytest
 
 import tilewright as tw
 from tilewright.errors import TilewrightError
-from tilewright.workloads.vyasa import TABLE_VI
+from tilewright.workloads.vyasa import TABLE_VI, random_inputs
 
 
 def test_tune_then_build_from_records(tmp_path):
@@ -20,10 +20,7 @@ def test_tune_then_build_from_records(tmp_path):
     with tw.records(tmp_path / "r.db"):
         kernel = tw.build([inp, wgt, out], target="aie")
     assert kernel.program.schedule == res.schedule
-    rng = np.random.default_rng(3)
-    a = rng.integers(-2 ** 15, 2 ** 15, size=inp.shape).astype(np.int16)
-    b = rng.integers(-2 ** 15, 2 ** 15, size=wgt.shape).astype(np.int16)
-    got = np.zeros(out.shape, np.int16)
+    a, b, got = random_inputs([inp, wgt, out], seed=3)
     kernel(a, b, got)
     ref = tw.reference.evaluate([out], {inp: a, wgt: b})
     np.testing.assert_array_equal(got, ref[0] if isinstance(ref, (list, tuple)) else ref)

@@ -8,7 +8,6 @@ ablation (the tuned space with the reuse graph, lazy stores or column fusion swi
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import time
 from pathlib import Path
@@ -20,7 +19,8 @@ from ..errors import TilewrightError
 from ..reference import evaluate
 from ..targets import Target
 from ..workloads.vyasa import CONV3D, TABLE_VI, TABLE_VII, random_inputs
-from .provenance import provenance, provenance_line
+from .provenance import provenance, provenance_line, save_run
+from .report import geomean
 
 PAPER = {("VI", 32): 7.67, ("VI", 16): 25.92, ("VII", 32): 7.67, ("VII", 16): 22.53, ("3D", 32): 7.55,
          ("3D", 16): 21.60, ("CONV2D", 32): 7.6, ("CONV2D", 16): 23.3}
@@ -28,11 +28,6 @@ SETS = {"VI": "Table VI (CV filters)", "VII": "Table VII (DL layers)", "3D": "CO
         "CONV2D": "CONV2D (VI + VII; the paper's 36 are both precisions)"}
 ABLATIONS = (("reuse graph", {"reuse_graph": False}), ("lazy stores", {"lazy_stores": False}),
              ("column fusion", {"fuse_columns": False}))
-
-
-def geomean(xs) -> float:
-    xs = [x for x in xs if x]
-    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
 
 
 def run_workload(w, bits: int, trials: int, target, ablate: bool) -> dict:
@@ -129,12 +124,10 @@ def main(argv=None) -> dict:
     doc = {"trials": args.trials, "ablation": args.ablation, "provenance": provenance(threads=1), "rows": rows,
            "geomeans": geo, "ablation_geomeans": abl}
     if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
         stem = f"vyasa_{'_'.join(args.sets)}_trials{args.trials}" + ("_ablation" if args.ablation else "")
         flat = {**doc, "geomeans": {f"{t}-{b}": g for (t, b), g in geo.items()},
                 "ablation_geomeans": {f"{t}-{b}": g for (t, b), g in abl.items()}}
-        (args.out / f"{stem}.json").write_text(json.dumps(flat, indent=1))
-        (args.out / f"{stem}.md").write_text(markdown(doc))
+        save_run(args.out, stem, flat, markdown(doc))
     print(markdown(doc))
     return doc
 

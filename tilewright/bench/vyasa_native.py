@@ -15,8 +15,6 @@ AVX512-VNNI the native side may also fuse each vpmaddwd + vpaddd into a 256-bit 
 from __future__ import annotations
 
 import argparse
-import json
-import math
 from pathlib import Path
 
 import numpy as np
@@ -30,16 +28,11 @@ from ..lower.vyasa_form import conv_form
 from ..reference import evaluate
 from ..runtime.x86_vyasa import NativeVyasaKernel, has_vnni16
 from ..targets import Target
-from ..workloads.vyasa import TABLE_VI
-from .provenance import provenance, provenance_line
+from ..workloads.vyasa import TABLE_VI, random_inputs
+from .provenance import provenance, provenance_line, save_run
+from .report import geomean
 
 JAMS = ((1, 1), (2, 1), (4, 1), (1, 2), (2, 2))  # (rows, vectors) per iteration
-
-
-def _inputs(inp, wgt, out, seed=0):
-    rng = np.random.default_rng(seed)
-    return (rng.integers(-2 ** 15, 2 ** 15, size=inp.shape).astype(np.int16),
-            rng.integers(-2 ** 15, 2 ** 15, size=wgt.shape).astype(np.int16), np.zeros(out.shape, np.int32))
 
 
 def native_candidates(form, config, host):
@@ -57,7 +50,7 @@ def native_candidates(form, config, host):
 
 def run_workload(w, trials: int, host, rounds: int) -> dict:
     inp, wgt, out = w.build_int32()
-    a, b, o = _inputs(inp, wgt, out)
+    a, b, o = random_inputs([inp, wgt, out])
     ref = evaluate([out], {inp: a, wgt: b})
     ref = ref[0] if isinstance(ref, (list, tuple)) else ref
     base = tune([inp, wgt, out], target=host, trials=trials, records=None).build()
@@ -123,14 +116,11 @@ def main(argv=None) -> dict:
             r = rows[-1]
             print(f"{r['workload']:8s} tilewright {r['tilewright_us']:8.2f} us  vpmaddwd {r['vyasa_x86_us']:8.2f} us "
                   f" x{r['speedup']:.2f}  ({r['schedule']})", flush=True)
-    geo = math.exp(sum(math.log(r["speedup"]) for r in rows) / len(rows))
+    geo = geomean([r["speedup"] for r in rows])
     doc = {"trials": args.trials, "threads": args.threads, "isa": args.isa, "rows": rows, "geomean": geo,
            "provenance": provenance(threads=args.threads, target=host)}
     if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        stem = f"filters_int16_{args.isa}_trials{args.trials}"
-        (args.out / f"{stem}.json").write_text(json.dumps(doc, indent=1))
-        (args.out / f"{stem}.md").write_text(markdown(doc))
+        save_run(args.out, f"filters_int16_{args.isa}_trials{args.trials}", doc, markdown(doc))
     print(markdown(doc))
     return doc
 

@@ -414,24 +414,28 @@ class CCodeGen(CRenderer):
         parts.append("static volatile int32_t tw_alloc_failed;")
         parts.append(workspaces(self.workspace_slots))
         parts += definitions
-        parts.append(f"int32_t tw_call(void **tw_args) {{ return {call}; }}")
-        parts.append(
-            "double tw_time(void **tw_args, int32_t tw_number) {\n"
-            f"{before_timing}"
-            "  struct timespec tw_t0, tw_t1;\n"
-            "  clock_gettime(CLOCK_MONOTONIC, &tw_t0);\n"
-            f"  for (int32_t tw_n = 0; tw_n < tw_number; ++tw_n) {timed};\n"
-            "  clock_gettime(CLOCK_MONOTONIC, &tw_t1);\n"
-            "  return ((double)(tw_t1.tv_sec - tw_t0.tv_sec) + 1e-9 * (double)(tw_t1.tv_nsec - tw_t0.tv_nsec))"
-            " / tw_number;\n"
-            "}"
-        )
-        parts.append(
-            "int32_t tw_set_num_threads(int32_t tw_n) {\n#ifdef _OPENMP\n  omp_set_num_threads(tw_n);\n  return tw_n;\n"
-            "#else\n  (void)tw_n;\n  return 1;\n#endif\n}"
-        )
+        parts += entry_points(call, timed, before_timing)
         signature = f"int32_t {kernel}({', '.join(params)});"
         return CSource("\n\n".join(parts) + "\n", kernel, signature)
+
+
+def entry_points(call: str, timed: str, before_timing: str = "") -> list[str]:
+    """The functions every CPU kernel library exports: `tw_call(args)` (returns `call`), `tw_time(args, n)`
+    (`timed` n times back to back, seconds per call) and `tw_set_num_threads(n)`."""
+    return [
+        f"int32_t tw_call(void **tw_args) {{ return {call}; }}",
+        "double tw_time(void **tw_args, int32_t tw_number) {\n"
+        f"{before_timing}"
+        "  struct timespec tw_t0, tw_t1;\n"
+        "  clock_gettime(CLOCK_MONOTONIC, &tw_t0);\n"
+        f"  for (int32_t tw_n = 0; tw_n < tw_number; ++tw_n) {timed};\n"
+        "  clock_gettime(CLOCK_MONOTONIC, &tw_t1);\n"
+        "  return ((double)(tw_t1.tv_sec - tw_t0.tv_sec) + 1e-9 * (double)(tw_t1.tv_nsec - tw_t0.tv_nsec))"
+        " / tw_number;\n"
+        "}",
+        "int32_t tw_set_num_threads(int32_t tw_n) {\n#ifdef _OPENMP\n  omp_set_num_threads(tw_n);\n  return tw_n;\n"
+        "#else\n  (void)tw_n;\n  return 1;\n#endif\n}",
+    ]
 
 
 # Schedule.compiler_hint -> what precedes the kernel's definition; GCC only (clang has no optimize attribute)

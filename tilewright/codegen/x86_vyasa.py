@@ -18,6 +18,7 @@ from __future__ import annotations
 from ..errors import LoweringError
 from ..lower.aie_program import AIEProgram, Mac, Store
 from ..targets.aie import AIEConfig
+from .c import entry_points
 
 
 def native_config() -> AIEConfig:
@@ -135,23 +136,7 @@ def render_x86(program: AIEProgram, name: str = "tw_vyasa", parallel: bool = Tru
         lines.append("    " * depth + "}")
     lines.append("}")
     args = "(int32_t *)tw_args[2], (const int16_t *)tw_args[0], (const int16_t *)tw_args[1]"  # te order: a, b, out
-    lines += [
-        "", f"int32_t tw_call(void **tw_args) {{ {name}({args}); return 0; }}",
-        "double tw_time(void **tw_args, int32_t tw_number) {",
-        "  struct timespec tw_t0, tw_t1;",
-        "  clock_gettime(CLOCK_MONOTONIC, &tw_t0);",
-        f"  for (int32_t tw_n = 0; tw_n < tw_number; ++tw_n) {name}({args});",
-        "  clock_gettime(CLOCK_MONOTONIC, &tw_t1);",
-        "  return ((double)(tw_t1.tv_sec - tw_t0.tv_sec) + 1e-9 * (double)(tw_t1.tv_nsec - tw_t0.tv_nsec))"
-        " / tw_number;",
-        "}",
-        "int32_t tw_set_num_threads(int32_t tw_n) {",
-        "#ifdef _OPENMP",
-        "  omp_set_num_threads(tw_n);",
-        "#endif",
-        "  return tw_n;",
-        "}",
-    ]
+    lines += ["", *entry_points(f"({name}({args}), 0)", f"{name}({args})")]
     return "\n".join(lines) + "\n"
 
 

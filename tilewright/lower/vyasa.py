@@ -81,6 +81,14 @@ def _check_blocks(op: Operand, spec: LayoutSpec, steps: list[int], what: str) ->
                                     f"{op.matrix[d][k] * step}; choose a block that divides the step")
 
 
+def _increments(op: Operand, lay: Layout, steps, n_ax: int) -> list[int]:
+    """Elements `op`'s pointer moves per step of each spatial loop (`steps` per spatial axis)."""
+    zero = (0,) * n_ax
+    base = lay.offset(op.index(zero))
+    return [lay.offset(op.index(tuple(step if j == k else 0 for j in range(n_ax)))) - base
+            for k, step in enumerate(steps)]
+
+
 def _pad_axis(form: ConvForm, x: Operand, z: Operand, lx: Layout, lz: Layout, n_sp: int) -> int | None:
     """An odd reduce axis one step of which moves both x's window and z by one element: the paper pads
     such a filter axis with a zero tap so that 1-D MACs pair into the 16-bit datapath's columns."""
@@ -117,11 +125,9 @@ def layout_probe(form: ConvForm, vector_axis: str, layouts, config: AIEConfig) -
             ok = max(lane) - min(lane) <= 15
         else:
             ok = strides in ({1}, {2})
-        for k in range(len(form.spatial)):
-            moved = tuple(steps[k] if j == k else 0 for j in range(len(extents)))
-            for op, lay in zip(form.operands, lays):
-                ok = ok and (lay.offset(op.index(moved)) - lay.offset(op.index(tuple(zero)))) % ealign == 0
-        return ok
+        n_sp = len(form.spatial)
+        return ok and all(e % ealign == 0 for op, lay in zip(form.operands, lays)
+                          for e in _increments(op, lay, steps[:n_sp], len(extents)))
     except (ScheduleError, LoweringError):
         return False
 
@@ -175,21 +181,15 @@ def build_program(form: ConvForm, schedule: VyasaSchedule, config: AIEConfig) ->
     n_ax = n_sp + len(red)
 
     loops = tuple((a, dict(form.spatial)[a], steps[names.index(a)]) for a in schedule.order)
+    out_op = Operand(form.output, tuple(tuple(int(j == k) for j in range(n_sp)) for k in range(n_sp)), (0,) * n_sp)
     pointers = {}
-    for role, op in (("x", x), ("z", z), ("o", None)):
-        inc = {}
-        for k, name in enumerate(names):
-            moved = tuple(steps[k] if j == k else 0 for j in range(n_ax))
-            if op is None:
-                e = lo.offset(moved[:n_sp]) - lo.offset((0,) * n_sp)
-            else:
-                e = layouts[role].offset(op.index(moved)) - layouts[role].offset(op.index((0,) * n_ax))
+    for role, op, n in (("x", x, n_ax), ("z", z, n_ax), ("o", out_op, n_sp)):
+        moves = _increments(op, layouts[role], steps, n)
+        for name, e in zip(names, moves):
             if e % ealign:
-                raise ScheduleError(f"a step of axis '{name}' moves {role} ({'output' if op is None else op.name}) "
-                                    f"by {e} elements, not a whole number of 128-bit words: loads would be "
-                                    f"unaligned")
-            inc[name] = e * (zscale if role == "z" else 1)
-        pointers[role] = inc
+                raise ScheduleError(f"a step of axis '{name}' moves {role} ({op.name}) by {e} elements, not a whole "
+                                    f"number of 128-bit words: loads would be unaligned")
+        pointers[role] = {name: e * (zscale if role == "z" else 1) for name, e in zip(names, moves)}
 
     # triplets: per output vector (jam point), one row per reduce point: (x offset of each lane, z offset)
     jams = np.array(list(itertools.product(*(range(0, steps[k], lanes if k == v else 1) for k in range(n_sp)))),

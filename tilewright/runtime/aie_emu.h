@@ -149,22 +149,18 @@ static inline __int128 aie_shift_round(__int128 v, int shift) {
     if (aie_rnd == rnd_pos_inf) v += (__int128)1 << (shift - 1);
     return v >> shift;
 }
-static inline v8int32 aie_srs80(v8acc80 acc, int shift) {
-    v8int32 r; aie_counters[AIE_SRS]++;
-    for (int i = 0; i < 8; i++) {
-        __int128 v = aie_shift_round(acc.e[i], shift);
-        r.e[i] = v > INT32_MAX ? INT32_MAX : v < INT32_MIN ? INT32_MIN : (int32_t)v;
+/* srs: each lane shifted (rounding per the mode), then saturated to the output lane's type */
+#define AIE_SRS(NAME, ACC, OUT, N, ET, LO, HI)                                     \
+    static inline OUT NAME(ACC acc, int shift) {                                   \
+        OUT r; aie_counters[AIE_SRS]++;                                            \
+        for (int i = 0; i < N; i++) {                                              \
+            __int128 v = aie_shift_round(acc.e[i], shift);                         \
+            r.e[i] = v > HI ? HI : v < LO ? LO : (ET)v;                            \
+        }                                                                          \
+        return r;                                                                  \
     }
-    return r;
-}
-static inline v16int16 aie_srs48(v16acc48 acc, int shift) {
-    v16int16 r; aie_counters[AIE_SRS]++;
-    for (int i = 0; i < 16; i++) {
-        __int128 v = aie_shift_round(acc.e[i], shift);
-        r.e[i] = v > INT16_MAX ? INT16_MAX : v < INT16_MIN ? INT16_MIN : (int16_t)v;
-    }
-    return r;
-}
+AIE_SRS(aie_srs80, v8acc80, v8int32, 8, int32_t, INT32_MIN, INT32_MAX)
+AIE_SRS(aie_srs48, v16acc48, v16int16, 16, int16_t, INT16_MIN, INT16_MAX)
 #define srs(acc, shift) _Generic((acc), v8acc80: aie_srs80, v16acc48: aie_srs48)(acc, shift)
 
 void aie_read_counters(long long *out) { memcpy(out, aie_counters, sizeof aie_counters); }

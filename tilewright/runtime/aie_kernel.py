@@ -24,9 +24,14 @@ HEADER = Path(__file__).with_name("aie_emu.h")
 _COUNTERS = ("loads", "stores", "vector_macs", "srs", "misaligned", "wrapped_lanes")
 
 
+@functools.cache
+def _header() -> str:
+    return HEADER.read_text()
+
+
 def host_source(source: str) -> str:
     """`source` with the emulation header inlined: one file for the host compiler (and its cache key)."""
-    return source.replace('#include "aie_emu.h"', HEADER.read_text())
+    return source.replace('#include "aie_emu.h"', _header())
 
 
 @functools.lru_cache(maxsize=64)

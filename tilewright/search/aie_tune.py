@@ -2,7 +2,8 @@
 strategies as every target) over Vyasa's space (space/aie.py), each point costed by the cycle
 model (runtime/aie_cycles.py: simulated cycles; nothing runs while searching, so a trial costs
 milliseconds). `tw.build([...], target="aie")` uses the best record, else the default schedule;
-`tw.tune([...], target="aie")` searches and records every point tried."""
+`tw.tune([...], target="aie")` searches and records every point tried (the space lowers each point once,
+for its constraint and its cost)."""
 
 from __future__ import annotations
 
@@ -13,13 +14,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .. import __version__
-from ..errors import ScheduleError, TilewrightError
+from ..errors import TilewrightError
 from ..lower.aie_program import VyasaSchedule
 from ..lower.vyasa import build_program
 from ..lower.vyasa_form import conv_form
 from ..records import Record, Records
 from ..records.store import active_records, now
-from ..runtime.aie_cycles import cycles
 from ..runtime.aie_kernel import AIEKernel
 from ..space.aie import aie_space, default_schedule, point_of, schedule_of
 from ..space.space import Point
@@ -42,10 +42,6 @@ def workload_key(form) -> str:
            for o in form.operands]
     return "aie_conv:" + json.dumps({"spatial": form.spatial, "reduce": form.reduce, "operands": ops,
                                      "shift": form.shift, "round": form.round_half_up}, sort_keys=True)
-
-
-def modelled_cycles(form, schedule: VyasaSchedule, config) -> int:
-    return cycles(build_program(form, schedule, config), config).cycles
 
 
 def best_recorded(form, config, store: Records | None) -> VyasaSchedule | None:
@@ -117,11 +113,9 @@ def tune_operator(tensors, target, trials: int = 60, method: str = "q", seed: in
         proposed += len(points)
         costs = []
         for p in points:
-            sched, err, kind = schedule_of(space, p), "", "none"
-            try:
-                cost = float(modelled_cycles(form, sched, cfg))
-            except ScheduleError as exc:
-                cost, err, kind = math.inf, str(exc), "instantiate"
+            sched = schedule_of(space, p)
+            cost, err = space.cost(p)
+            kind = "none" if math.isfinite(cost) else "instantiate"
             costs.append(cost)
             if p in seen:
                 continue
@@ -141,4 +135,4 @@ def tune_operator(tensors, target, trials: int = 60, method: str = "q", seed: in
     return AIETuneResult(best, int(best_cost), history, default, args, target)
 
 
-__all__ = ["AIETuneResult", "best_recorded", "build_operator", "modelled_cycles", "tune_operator", "workload_key"]
+__all__ = ["AIETuneResult", "best_recorded", "build_operator", "tune_operator", "workload_key"]

@@ -10,6 +10,7 @@ the pipelined loop fits the program memory (the paper's second rule)."""
 from __future__ import annotations
 
 import itertools
+import math
 
 from ..errors import ScheduleError
 from ..lower.aie_program import LayoutSpec, VyasaSchedule
@@ -77,18 +78,23 @@ def aie_space(form, config, passes: dict | None = None) -> Space:
 
     space = Space(knobs, sampler=sampler)
     space.form, space.config, space.passes = form, config, dict(passes or {})
-    cache: dict[Point, bool] = {}
+    cache: dict[Point, tuple[float, str]] = {}
 
-    def valid(p: Point) -> bool:
+    def cost(p: Point) -> tuple[float, str]:
+        """(modelled cycles, "") of a valid point, (inf, why) of one the passes or the program memory refuse;
+        each point is lowered once, for the constraint and the search alike."""
         if p not in cache:
             try:
-                program = build_program(form, schedule_of(space, p), config)
-                cache[p] = cycles(program, config).code_bytes <= config.program_memory_bytes
-            except ScheduleError:
-                cache[p] = False
+                report = cycles(build_program(form, schedule_of(space, p), config), config)
+                cache[p] = (float(report.cycles), "") if report.code_bytes <= config.program_memory_bytes else (
+                    math.inf, f"{report.code_bytes} bytes of code exceed the {config.program_memory_bytes}-byte "
+                              f"program memory")
+            except ScheduleError as exc:
+                cache[p] = (math.inf, str(exc))
         return cache[p]
 
-    space.constraint = valid
+    space.cost = cost
+    space.constraint = lambda p: math.isfinite(cost(p)[0])
     return space
 
 
