@@ -7,13 +7,18 @@ accumulator holds the even outputs, whose pairs a plain load of x[b..] already l
 the odd ones, from the load one element on; the two are interleaved once per store (unpack, then
 `vperm2i128`), not once per MAC. A channel pair (x[b + 2i], x[b + 2i + 1]) is a plain load, a
 weight pair one 32-bit broadcast, and each window is loaded once per iteration for every MAC
-that reads it (the reuse graph's wide register is L1 here). The sums wrap in int32 exactly as
+that reads it (the reuse graph's wide register is L1 here). The MACs are emitted grouped by the
+window they read, so the live registers are the accumulators and one group's operands; the
+accumulations are kept in that order (the compiler would reassociate integer sums into all
+products first, each one live, spilled). The sums wrap in int32 exactly as
 the te's int32 sum does (vpmaddwd's -32768 x -32768 x 2 case included).
 
 The source exports the same entry points as every CPU kernel (`tw_call`, `tw_time`,
 `tw_set_num_threads`), so the same C timing loop times it and tilewright's own kernels."""
 
 from __future__ import annotations
+
+import itertools
 
 from ..errors import LoweringError
 from ..lower.aie_program import AIEProgram, Mac, Store
@@ -37,6 +42,17 @@ def _x_pattern(mac: Mac) -> tuple[str, int]:
     if all(x == (b + 2 * i, b + 2 * i + 1) for i, x in enumerate(mac.x)):
         return "pairs", b
     raise LoweringError(f"x86 vpmaddwd: lanes reading {mac.x[:3]}... are neither a sliding nor an adjacent pair")
+
+
+def _register_order(body) -> list:
+    """The MACs grouped by the window they read (ascending offset), each group's accumulators in
+    turn, then the stores: a window and its weights live for one group only, so the register file
+    holds the accumulators and a group's operands, whatever the unroll. The sums wrap in int32, so
+    their order is free; a store follows all of its accumulator's MACs."""
+    macs = [op for op in body if isinstance(op, Mac)]
+    rank = {acc: i for i, acc in enumerate(dict.fromkeys(op.acc for op in macs))}
+    macs.sort(key=lambda op: (_x_pattern(op)[1], rank[op.acc]))
+    return macs + [op for op in body if isinstance(op, Store)]
 
 
 def render_x86(program: AIEProgram, name: str = "tw_vyasa", parallel: bool = True, vnni: bool = False) -> str:
@@ -68,15 +84,18 @@ def render_x86(program: AIEProgram, name: str = "tw_vyasa", parallel: bool = Tru
         terms = [f"{e} * ({a} / {steps[a]})" for a, e in program.pointers[role].items() if e]
         kind = "int32_t" if role == "o" else "const int16_t"
         lines.append(f"{pad}{kind} *{role}p = {role}mem + ({' + '.join(terms) or '0'});")
+    # opaque weight pointer: otherwise every weight's address is hoisted out of the loops and spilled
+    lines.append(f"{pad}__asm__(\"\" : \"+r\"(zp));")
     order = {}
     loads: dict[int, str] = {}  # the reuse graph on x86: each window loaded once per iteration
 
     weights: dict[tuple, str] = {}
+    names = itertools.count()
 
     def weight(z0: int, z1: int) -> str:
         """The broadcast weight pair, once per iteration: a 32-bit broadcast straight from memory."""
         if (z0, z1) not in weights:
-            w = weights[(z0, z1)] = f"w{len(weights)}"
+            w = weights[(z0, z1)] = f"w{next(names)}"
             if z1 == z0 + 1:
                 lines.append(f"{pad}__m256i {w} = _mm256_castps_si256(_mm256_broadcast_ss((const float *)"
                              f"(zp + {z0})));")
@@ -87,15 +106,21 @@ def render_x86(program: AIEProgram, name: str = "tw_vyasa", parallel: bool = Tru
 
     def load(off: int) -> str:
         if off not in loads:
-            loads[off] = f"u{len(loads)}"
+            loads[off] = f"u{next(names)}"
             lines.append(f"{pad}__m256i {loads[off]} = _mm256_loadu_si256((const __m256i *)(xp + {off}));")
         return loads[off]
 
-    for op in program.body:
+    seen: set[str] = set()
+    previous = None
+    for op in _register_order(program.body):
         if isinstance(op, Mac):
             kind, b = _x_pattern(op)
             if order.setdefault(op.acc, kind) != kind:
                 raise LoweringError(f"accumulator {op.acc} mixes sliding and paired lanes")
+            if previous is not None and b != previous:  # a new window: the group's operands are dead
+                loads.clear()
+                weights.clear()
+            previous = b
             wv = weight(*op.z)
             if kind == "pairs":  # lanes 0-7 from x[b..b+15], 8-15 from the next 16
                 xl, xh, wl, wh = load(b), load(b + 16), wv, wv
@@ -107,15 +132,20 @@ def render_x86(program: AIEProgram, name: str = "tw_vyasa", parallel: bool = Tru
                 xl, xh, wl, wh = load(b), load(b + 1), wv, wv
             lines.append(f"{pad}{{")
             lo, hi = f"{op.acc}_l", f"{op.acc}_h"
+            opens = op.acc not in seen
+            seen.add(op.acc)
             if vnni:
-                a_l, a_h = ("_mm256_setzero_si256()",) * 2 if op.first else (lo, hi)
+                a_l, a_h = ("_mm256_setzero_si256()",) * 2 if opens else (lo, hi)
                 lines.append(f"{pad}  {lo} = _mm256_dpwssd_epi32({a_l}, {xl}, {wl}); "
                              f"{hi} = _mm256_dpwssd_epi32({a_h}, {xh}, {wh}); }}")
-            elif op.first:
+            elif opens:
                 lines.append(f"{pad}  {lo} = _mm256_madd_epi16({xl}, {wl}); {hi} = _mm256_madd_epi16({xh}, {wh}); }}")
             else:
                 lines.append(f"{pad}  {lo} = _mm256_add_epi32({lo}, _mm256_madd_epi16({xl}, {wl})); "
-                             f"{hi} = _mm256_add_epi32({hi}, _mm256_madd_epi16({xh}, {wh})); }}")
+                             f"{hi} = _mm256_add_epi32({hi}, _mm256_madd_epi16({xh}, {wh}));")
+                # opaque to the compiler: integer sums would otherwise be reassociated into all products
+                # first (every one live at once, spilled), not one accumulation after another
+                lines.append(f"{pad}  __asm__(\"\" : \"+x\"({lo}), \"+x\"({hi})); }}")
         elif isinstance(op, Store):
             lo, hi = f"{op.acc}_l", f"{op.acc}_h"
             if order.get(op.acc) == "slide":  # even outputs in lo, odd in hi: interleave once per store
