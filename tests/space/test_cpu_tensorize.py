@@ -66,6 +66,23 @@ def test_seven_bit_activations_take_the_saturating_spelling_only_when_proven():
     assert _default(_int8_conv(None))[1].intrin.name == "x86.dot_8x4_u8s8"
 
 
+def test_a_target_without_intrinsics_gets_the_plain_space_and_its_own_records(rng):
+    """`with_intrinsics(False)` ("cpu -intrinsics=off"): the comparison point of what tensorizing
+    gains; the same program keeps the plain space, still exact, filed under another key."""
+    plain = AVX2.with_intrinsics(False)
+    assert tw.intrin.registered(plain) == [] and plain.key != AVX2.key and "no intrinsics" in str(plain)
+    args = _packed_gemm()
+    backend, plan, s = _default(args, plain)
+    assert not isinstance(plan, TensorizedPlan)
+    func = backend.lower(s, args, "kernel", plain)
+    ins = _inputs(args, rng)
+    out = np.zeros(args[-1].shape, args[-1].dtype.numpy)
+    run_lowered(func, *ins, out)
+    np.testing.assert_array_equal(out, tw.evaluate(args[-1], dict(zip(args[:-1], ins))))
+    with pytest.raises(tw.TilewrightError, match="-intrinsics must be 'on' or 'off', got 'no'"):
+        tw.Target("cpu -intrinsics=no")
+
+
 def test_operands_in_the_callers_layout_get_the_plain_space():
     """NCHW activations put the input channels a plane apart: nothing embeds without a layout change,
     and the program keeps the ordinary space (still exact)."""

@@ -33,9 +33,11 @@ from .provenance import provenance, provenance_line, save_run
 from .timing import alternating_medians, median_seconds
 
 
-def embedded_int8(case: dict, q: dict, target, trials: int, seed: int = 0):
-    """The NCHW program, tuned (or its default), built with its constant packs moved out; (run, the
-    output of one call, the intrinsic's spelling, the embedder's layout choice)."""
+def deployed_kernel(args, constants, arrays, target, trials: int, seed: int = 0):
+    """`args` (inputs..., output) tuned `trials` (0: the default point) and built as a compiled model
+    runs it: the packs of `constants` moved out and run once, temporaries allocated once and passed
+    in. (run, the output of one call checked bit-exact against the reference, the lowered function,
+    the schedule.)"""
     import tilewright as tw
     from tilewright.backends import backend_for
     from tilewright.codegen.c import STACK_LIMIT
@@ -44,27 +46,15 @@ def embedded_int8(case: dict, q: dict, target, trials: int, seed: int = 0):
     from tilewright.lower.workspace import lift_workspace
     from tilewright.search.tuner import best_schedule
 
-    C, K, R, H, W = case["in_channels"], case["out_channels"], case["kernel"], case["height"], case["width"]
-    X = tw.placeholder((1, C, H, W), "uint8", name="X", value_range=q["range"])
-    Wt = tw.placeholder((K, C, R, R), "int8", name="W")
-    mult = tw.placeholder((K,), "float32", name="mult")
-    off = tw.placeholder((K,), "int32", name="bias")
-    acc = tw.ops.conv2d(X, Wt, None, stride=case["stride"], padding=case["padding"], out_dtype="int32")
-    Y = tw.ops.requantize(acc, mult, off, zero_point=0, channel_axes=(1,))
-    args, constants = [X, Wt, mult, off, Y], [Wt, mult, off]
     if trials:
         tw.tune(args, target=target, trials=trials, seed=seed, progress=False, constants=constants)
     backend = backend_for(target)
     s = best_schedule(backend, args, target, constants)
-    func = backend.lower(s, args, "conv", target)
+    func = backend.lower(s, args, "kernel", target)
     hoisted = hoist_constant_packs(func, {t.name for t in constants})
-    m = (q["sx"] * q["sw"] / q["sy"]).astype(np.float32)
-    o = np.rint(q["b"] / (q["sx"] * q["sw"])).astype(np.int32)
-    arrays = [q["xq"], q["wq"], m, o]
-    y = np.zeros(Y.shape, np.uint8)
+    y = np.zeros(args[-1].shape, args[-1].dtype.numpy)
     packed = [] if hoisted is None else PackFill(backend.build_func(hoisted.pack, target), hoisted).run(arrays + [y])
-    # its temporaries (the input pack, the blocked output) passed in, allocated once: how a compiled model
-    # runs a kernel (graph/const_packs.py), and what the matched side does with its NCHW4c / NCHW8c arrays
+    # its temporaries passed in, allocated once: how a compiled model runs a kernel (graph/const_packs.py)
     lowered, lifted = lift_workspace(func if hoisted is None else hoisted.kernel, STACK_LIMIT)
     kernel = backend.build_func(lowered, target)
     workspace = [np.zeros(b.shape, b.dtype.numpy) for b in lifted]
@@ -74,12 +64,31 @@ def embedded_int8(case: dict, q: dict, target, trials: int, seed: int = 0):
         return y
 
     run()
-    want = tw.evaluate(Y, dict(zip(args[:-1], arrays)))
+    want = tw.evaluate(args[-1], dict(zip(args[:-1], arrays)))
     if not np.array_equal(y, want):
-        raise AssertionError(f"{case['name']}: embedded int8 kernel differs from the reference on "
-                             f"{int((y != want).sum())} elements")
+        raise AssertionError(f"{args[-1].name}: the kernel differs from the reference on {int((y != want).sum())} "
+                             f"elements")
+    return run, y.copy(), func, s
+
+
+def embedded_int8(case: dict, q: dict, target, trials: int, seed: int = 0):
+    """The NCHW program, tuned (or its default), built with its constant packs moved out; (run, the
+    output of one call, the intrinsic's spelling, the embedder's layout choice)."""
+    import tilewright as tw
+
+    C, K, R, H, W = case["in_channels"], case["out_channels"], case["kernel"], case["height"], case["width"]
+    X = tw.placeholder((1, C, H, W), "uint8", name="X", value_range=q["range"])
+    Wt = tw.placeholder((K, C, R, R), "int8", name="W")
+    mult = tw.placeholder((K,), "float32", name="mult")
+    off = tw.placeholder((K,), "int32", name="bias")
+    acc = tw.ops.conv2d(X, Wt, None, stride=case["stride"], padding=case["padding"], out_dtype="int32")
+    Y = tw.ops.requantize(acc, mult, off, zero_point=0, channel_axes=(1,))
+    m = (q["sx"] * q["sw"] / q["sy"]).astype(np.float32)
+    o = np.rint(q["b"] / (q["sx"] * q["sw"])).astype(np.int32)
+    run, y, func, s = deployed_kernel([X, Wt, mult, off, Y], [Wt, mult, off], [q["xq"], q["wq"], m, o], target,
+                                      trials, seed)
     spelled = [n for n in ("x86.dot_8x4_u7s8", "x86.dot_8x4_u8s8", "x86.dot_16x4") if n in str(func)]
-    return run, y.copy(), spelled[0] if spelled else "plain", s.rewrite
+    return run, y, spelled[0] if spelled else "plain", s.rewrite
 
 
 def run_layer(case: dict, target, trials: int, rounds: int) -> dict:

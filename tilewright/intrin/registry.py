@@ -47,6 +47,8 @@ def registered(target=None) -> list[str]:
     from ..targets import as_target
 
     t = as_target(target)
+    if not t.intrinsics:
+        return []
     dialect = "c" if t.kind == "cpu" else t.kind
     return sorted(n for n, i in _REGISTRY.items() if i.emitter_for(dialect, t.features) is not None)
 

@@ -1,6 +1,6 @@
 """Turning what a user passes as `target=` into a Target.
 
-Strings: "cpu" (also "llvm", "c"), "cpu -isa=avx2"; "cuda" (the first GPU,
+Strings: "cpu" (also "llvm", "c"), "cpu -isa=avx2", "cpu -intrinsics=off"; "cuda" (the first GPU,
 or "cuda -device=N"), "cuda -arch=sm_90" (compile-only facts of that
 architecture when no GPU is present); "opencl" (the first OpenCL device,
 "opencl -platform=P -device=N"); "vta" (a VTA-like accelerator, run by its
@@ -19,8 +19,8 @@ from .target import KINDS, Target
 from .vta import OPTIONS as VTA_OPTIONS
 from .vta import parse_vta_options
 
-_OPTIONS = {"cpu": ("isa",), "cuda": ("arch", "device"), "opencl": ("platform", "device"), "vta": tuple(VTA_OPTIONS),
-            "aie": AIE_OPTIONS}
+_OPTIONS = {"cpu": ("isa", "intrinsics"), "cuda": ("arch", "device"), "opencl": ("platform", "device"),
+            "vta": tuple(VTA_OPTIONS), "aie": AIE_OPTIONS}
 _ALIASES = {"llvm": "cpu", "c": "cpu"}
 
 
@@ -99,6 +99,10 @@ def as_target(target=None, isa: str | None = None) -> Target:
     else:
         t = host_target()
         isa = opts.get("isa", isa)
+        if "intrinsics" in opts:
+            if opts["intrinsics"] not in ("on", "off"):
+                raise TilewrightError(f"target option -intrinsics must be 'on' or 'off', got {opts['intrinsics']!r}")
+            t = t.with_intrinsics(opts["intrinsics"] == "on")
     return t.with_isa(isa) if isa else t
 
 

@@ -60,6 +60,7 @@ class Target(metaclass=_Detecting):
     load_bits: int = 256  # widest load one port completes in one pass (Zen 4: a 512-bit load takes two)
     compiler: str = "cc"
     compiler_version: str = ""
+    intrinsics: bool = True  # False: the search never tensorizes, plain vector arithmetic ("cpu -intrinsics=off")
     gpu: object = None  # targets.gpu.GpuFacts for cuda and opencl
     vta: object = None  # targets.vta.VTAConfig for vta
     aie: object = None  # targets.aie.AIEConfig for aie
@@ -172,7 +173,7 @@ class Target(metaclass=_Detecting):
             fu, fb, lat, lp, lb = self.execution_units
             units = f"-fma{fu}x{fb}l{lat}-ld{lp}x{lb}"
         return (f"{self.kind}-{self.arch}-{self.isa}[{feats}]-{self.cores}c-[{caches}]w{self.l1_ways}{units}"
-                f"-{self.compiler}-{self.compiler_version}")
+                f"-{self.compiler}-{self.compiler_version}{'' if self.intrinsics else '-nointrin'}")
 
     def with_isa(self, isa: str) -> Target:
         """This host restricted to a lower ISA level (e.g. "avx2"); "native" keeps it as it is."""
@@ -185,6 +186,13 @@ class Target(metaclass=_Detecting):
         if not set(ISA_FEATURES[isa]) <= set(self.features):
             raise TilewrightError(f"the host lacks {isa}; its features are {sorted(self.features)}")
         return replace(self, isa=isa, features=frozenset(ISA_FEATURES[isa]) & self.features)
+
+    def with_intrinsics(self, on: bool) -> Target:
+        """The same machine with (True) or without (False) its declared intrinsics: without, every
+        kernel is plain vector arithmetic, the comparison point of what tensorizing gains."""
+        if not isinstance(on, bool):
+            raise TilewrightError(f"with_intrinsics takes True or False, got {on!r}")
+        return replace(self, intrinsics=on)
 
     def with_cores(self, cores: int) -> Target:
         """The same machine using `cores` threads: a different fingerprint, so kernels tuned
@@ -203,4 +211,5 @@ class Target(metaclass=_Detecting):
         vec = f"{self.vector_bytes * 8}-bit vectors" if self.vector_bytes else "scalar"
         if self.vector_bytes * 8 > self.fma_bits:
             vec += f" on {self.fma_bits}-bit units"
-        return f"{self.kind} {self.arch} ({self.isa}, {vec}, {self.cores} cores, {self.compiler_version})"
+        plain = "" if self.intrinsics else ", no intrinsics"
+        return f"{self.kind} {self.arch} ({self.isa}, {vec}, {self.cores} cores{plain}, {self.compiler_version})"
