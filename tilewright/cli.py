@@ -3,6 +3,7 @@
   tilewright tune conv2d --shape x=1,64,56,56 --shape w=64,64,3,3 --opt padding=1 --trials 200
   tilewright tune --case C2D:yolo_conv2 --trials 200 --method q
   tilewright records list | show WORKLOAD | export FILE | import FILE
+  tilewright compile model.onnx --trials 300 --out model_lib
   tilewright bench flextensor --target cuda --ops C2D --cases yolo_conv2 --trials 200 --records gpu.db --out results
   tilewright bench models --models resnet18,bert_layer --compile-variants default,frozen --memory --no-winograd
 """
@@ -153,9 +154,32 @@ def cmd_bench_models(args) -> int:
     return 1 if result["failures"] else 0
 
 
+def cmd_compile(args) -> int:
+    """Compile an ONNX file (tuned with `--trials` over the whole model), export it to `--out`."""
+    from .graph.compile import compile as compile_model
+
+    module = compile_model(args.model, target=args.target, trials=args.trials, records=args.records,
+                           progress=not args.quiet)
+    module.export(args.out)
+    print(f"{args.model}: {len(module.steps)} kernels, {module.tuning.get('trials', 0)} new trials; wrote "
+          f"{args.out}/ (libmodel.so, weights.bin, model.h)")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
+    from . import __version__
+
     p = argparse.ArgumentParser(prog="tilewright", description="tensor compiler and schedule explorer")
+    p.add_argument("--version", action="version", version=f"tilewright {__version__}")
     sub = p.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("compile", help="compile an ONNX model for the CPU and export it as a C library")
+    c.add_argument("model", help="path to a .onnx file")
+    c.add_argument("--trials", type=int, default=0, help="tuning budget for the whole model (0: default schedules)")
+    c.add_argument("--target", default="cpu", help="a CPU target string, e.g. 'cpu -isa=avx2'")
+    c.add_argument("--records", help="SQLite record file (default: the user cache dir)")
+    c.add_argument("--out", required=True, help="directory for libmodel.so, weights.bin and model.h")
+    c.add_argument("--quiet", action="store_true", help="no progress lines")
+    c.set_defaults(fn=cmd_compile)
     t = sub.add_parser("tune", help="tune an operator of tw.ops or a suite case")
     t.add_argument("op", nargs="?", help="operator name in tw.ops (conv2d, matmul, ...)")
     t.add_argument("--shape", action="append", default=[], help="NAME=d0,d1,... for each input, in order")

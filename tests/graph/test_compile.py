@@ -40,9 +40,56 @@ def test_compile_torch_module(tmp_path):
     np.testing.assert_allclose(module(x.numpy()), want, rtol=1e-4, atol=1e-4)
 
 
-def test_compile_rejects_other_objects():
-    with pytest.raises(tw.ShapeError, match="Graph or a torch.nn.Module"):
+def _small_net(torch):
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.ReLU(), torch.nn.Flatten(),
+                              torch.nn.Linear(4 * 6 * 6, 5)).eval()
+    x = torch.randn(1, 3, 6, 6)
+    with torch.no_grad():
+        return net, x, net(x).numpy()
+
+
+def test_compile_an_exported_program(tmp_path):
+    torch = pytest.importorskip("torch")
+    net, x, want = _small_net(torch)
+    module = tw_compile(torch.export.export(net, (x,)), trials=0, records=tmp_path / "r.db", progress=False)
+    np.testing.assert_allclose(module(x.numpy()), want, rtol=1e-4, atol=1e-4)
+
+
+def test_torch_tensors_in_and_out(tmp_path):
+    torch = pytest.importorskip("torch")
+    net, x, want = _small_net(torch)
+    module = tw_compile(net, (x,), trials=0, records=tmp_path / "r.db", progress=False)
+    y = module(x.clone().requires_grad_(True))
+    assert isinstance(y, torch.Tensor) and y.dtype == torch.float32
+    np.testing.assert_allclose(y.numpy(), want, rtol=1e-4, atol=1e-4)
+    assert isinstance(module(x.numpy()), np.ndarray)
+    with pytest.raises(tw.ShapeError, match="input '.*' is on meta; this module runs on the CPU"):
+        module(torch.empty(1, 3, 6, 6, device="meta"))
+
+
+def test_compile_an_onnx_file_or_model_proto(tmp_path):
+    torch = pytest.importorskip("torch")
+    onnx = pytest.importorskip("onnx")
+    net, x, want = _small_net(torch)
+    path = tmp_path / "net.onnx"
+    torch.onnx.export(net, (x,), str(path), dynamo=False, opset_version=17)
+    for model in (path, str(path), onnx.load(str(path))):
+        module = tw_compile(model, trials=0, records=tmp_path / "r.db", progress=False)
+        np.testing.assert_allclose(module(x.numpy()), want, rtol=1e-4, atol=1e-4)
+
+
+def test_compile_rejects_other_objects_and_bad_files(tmp_path):
+    with pytest.raises(tw.ShapeError, match="a tilewright Graph, a torch.nn.Module, a torch ExportedProgram, an ONNX"):
         tw_compile(object())
+    with pytest.raises(tw.ShapeError, match=r"must name an ONNX file \(\*.onnx\), got '.*model.txt'"):
+        tw_compile(tmp_path / "model.txt")
+    with pytest.raises(tw.ShapeError, match="no ONNX file at '.*missing.onnx'"):
+        tw_compile(tmp_path / "missing.onnx")
+    pytest.importorskip("onnx")
+    (tmp_path / "truncated.onnx").write_bytes(b"\x08\x07\x12\x05junk\xff\xff")
+    with pytest.raises(tw.ShapeError, match="could not read the ONNX model '.*truncated.onnx'"):
+        tw_compile(tmp_path / "truncated.onnx")
 
 
 def test_scheduler_spends_budget_and_reuses_records(tmp_path, capsys):
@@ -70,3 +117,21 @@ def test_scheduler_spends_budget_and_reuses_records(tmp_path, capsys):
     # the store counts what each model spent: the same budget again measures nothing, a larger one the rest
     assert tune_tasks(bigger, "cpu", trials=4, records=db, progress=False)["trials"] == 0
     assert tune_tasks(bigger, "cpu", trials=7, records=db, slice_trials=2, progress=False)["trials"] == 3
+
+
+def test_the_command_compiles_an_onnx_file(tmp_path, capsys):
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("onnx")
+    from tilewright.cli import main
+
+    net, x, _ = _small_net(torch)
+    torch.onnx.export(net, (x,), str(tmp_path / "net.onnx"), dynamo=False, opset_version=17)
+    out = tmp_path / "lib"
+    assert main(["compile", str(tmp_path / "net.onnx"), "--out", str(out), "--records", str(tmp_path / "r.db"),
+                 "--quiet"]) == 0
+    assert (out / "model.h").is_file() and "0 new trials" in capsys.readouterr().out
+    assert main(["compile", str(tmp_path / "absent.onnx"), "--out", str(out)]) == 2
+    assert "no ONNX file at" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0 and capsys.readouterr().out.startswith(f"tilewright {tw.__version__}")

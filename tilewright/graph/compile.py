@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 def compile(model, example_inputs=None, target="cpu", trials: int = 0, records=None,  # noqa: A001 (as torch.compile)
             progress: bool = True, name: str | None = None, layout: str = "auto", winograd: bool = True,
             dtype: str = "float32", calibration=None, **tune_options) -> Module | GpuModule:
-    """Compile a Graph or a torch.nn.Module (with `example_inputs`) for `target`: a Module on a CPU,
+    """Compile a Graph, a torch.nn.Module (with `example_inputs`), a torch ExportedProgram, an ONNX ModelProto or
+    the path of a .onnx file for `target`: a Module on a CPU,
     a GpuModule on "cuda" / "opencl" (NCHW, no Winograd; see graph/device_module.py).
     `trials`: the model's total tuning budget (0: default schedules, no measuring).
     `layout`: "NCHW" (every convolution on the caller's layout), "NCHWc" (every
@@ -59,7 +60,7 @@ def compile(model, example_inputs=None, target="cpu", trials: int = 0, records=N
 
         raise ShapeError(f"compile: dtype {dtype!r} is for GPU targets ('cuda', 'opencl'); CPU models run "
                          f"float32: pass dtype='float32'")
-    graph = model if isinstance(model, Graph) else _from_torch(model, example_inputs, name)
+    graph = model if isinstance(model, Graph) else _as_graph(model, example_inputs, name)
     graph = optimize(infer_types(graph))
     if tgt.kind == "vta":
         from .vta_offload import compile_for_vta
@@ -102,19 +103,48 @@ def compile(model, example_inputs=None, target="cpu", trials: int = 0, records=N
     return module
 
 
-def _from_torch(model, example_inputs, name: str | None) -> Graph:
+def _as_graph(model, example_inputs, name: str | None) -> Graph:
+    """The graph of a torch.nn.Module (with `example_inputs`), a torch ExportedProgram, an ONNX
+    ModelProto or the path of a .onnx file."""
+    import os
+
     from ..errors import ShapeError
 
+    if isinstance(model, (str, os.PathLike)):
+        path = os.fspath(model)
+        if not path.endswith(".onnx"):
+            raise ShapeError(f"compile: a model path must name an ONNX file (*.onnx), got {path!r}")
+        if not os.path.isfile(path):
+            raise ShapeError(f"compile: no ONNX file at {path!r}")
+        return _from_onnx(path, name)
+    if type(model).__module__.startswith("onnx") and type(model).__name__ == "ModelProto":
+        return _from_onnx(model, name)
     try:
         import torch
     except ImportError:
         torch = None
-    if torch is None or not isinstance(model, torch.nn.Module):
-        raise ShapeError(f"compile: expected a tilewright Graph or a torch.nn.Module, got {type(model).__name__}")
-    if example_inputs is None:
+    exported = torch is not None and isinstance(model, torch.export.ExportedProgram)
+    if torch is None or not (exported or isinstance(model, torch.nn.Module)):
+        raise ShapeError(f"compile: expected a tilewright Graph, a torch.nn.Module, a torch ExportedProgram, an ONNX "
+                         f"ModelProto or a path to a .onnx file, got {type(model).__name__}")
+    if example_inputs is None and not exported:
         raise ShapeError("compile: a torch.nn.Module needs example_inputs (a tuple of tensors) to fix its shapes")
     from .frontend import from_torch
 
     if not isinstance(example_inputs, (tuple, list)):
-        example_inputs = (example_inputs,)
+        example_inputs = () if example_inputs is None else (example_inputs,)
     return from_torch(model, tuple(example_inputs), name=name)
+
+
+def _from_onnx(model, name: str | None) -> Graph:
+    from ..errors import ShapeError
+    from .frontend import from_onnx
+
+    if isinstance(model, str):
+        import onnx
+
+        try:
+            model = onnx.load(model)
+        except Exception as e:  # noqa: BLE001 - a truncated or foreign file: protobuf's DecodeError, OSError, ...
+            raise ShapeError(f"compile: could not read the ONNX model {model!r}: {type(e).__name__}: {e}") from e
+    return from_onnx(model, name=name)

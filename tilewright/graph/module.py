@@ -142,7 +142,7 @@ class Module:
                              f"got {len(arrays)}")
         out = []
         for name, t, a in zip(names, self.input_types, arrays):
-            a = np.asarray(a)
+            a = self._host_array(name, a)
             if tuple(a.shape) != t.shape:
                 raise ShapeError(f"model '{self.graph.name}': input '{name}' has shape {list(a.shape)}, "
                                  f"expected {list(t.shape)}")
@@ -151,6 +151,21 @@ class Module:
                                  f"{t.dtype} (cast it with .astype(np.{t.dtype}))")
             out.append(np.require(a, requirements="C"))
         return out
+
+    def _host_array(self, name: str, a) -> np.ndarray:
+        """A NumPy view of a CPU torch tensor or a DLPack-capable array (no copy), else np.asarray."""
+        if _is_torch(a):
+            if a.device.type != "cpu":
+                raise ShapeError(f"model '{self.graph.name}': input '{name}' is on {a.device}; this module runs on "
+                                 f"the CPU: pass a CPU tensor (x.cpu())")
+            return a.detach().numpy()  # shares the tensor's memory
+        if not isinstance(a, np.ndarray) and hasattr(a, "__dlpack__"):
+            try:
+                return np.from_dlpack(a)
+            except (BufferError, TypeError, RuntimeError) as e:
+                raise ShapeError(f"model '{self.graph.name}': input '{name}' ({type(a).__name__}) cannot be read "
+                                 f"on the CPU through DLPack: {e}") from e
+        return np.asarray(a)
 
     def _bind(self, arrays) -> tuple[dict[str, np.ndarray], list[np.ndarray]]:
         env = dict(zip(self.graph.inputs, self._check_inputs(arrays)))
@@ -172,7 +187,8 @@ class Module:
         return env, outputs
 
     def __call__(self, *arrays):
-        """Run the model; a list of output arrays (one array for a one-output model)."""
+        """Run the model; a list of outputs (one output alone for a one-output model): NumPy arrays, or
+        torch tensors sharing their memory when any input is a torch tensor."""
         env, outputs = self._bind(arrays)
         rc = self._sequence.run()
         if rc:
@@ -180,6 +196,10 @@ class Module:
             raise MeasureError(f"model '{self.graph.name}': kernel of group '{step.group.name}' failed "
                                "(out of memory?)")
         self._finish(env, outputs)
+        if any(_is_torch(a) for a in arrays):
+            import torch
+
+            outputs = [torch.from_numpy(o) for o in outputs]
         return outputs[0] if len(outputs) == 1 else outputs
 
     @property
@@ -299,3 +319,7 @@ def build_module(partition: Partition, target, programs: dict[str, GroupProgram]
                 add(g, list(programs[g].args), constant_positions(programs[g], partition.graph.constants),
                     programs[g].name)
     return Module(partition, kernels, tasks, programs, target, fills=fills, workspaces=workspaces)
+
+
+def _is_torch(a) -> bool:
+    return type(a).__module__.startswith("torch") and hasattr(a, "detach") and hasattr(a, "device")

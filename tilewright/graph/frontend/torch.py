@@ -377,7 +377,9 @@ def from_torch(module, example_inputs, decompose: bool = True, name: str | None 
     put in eval mode and its weights copied, so later changes to it do not reach the graph.
 
     decompose=True reads core ATen (after run_decompositions); False reads the
-    export's ATen ops as they are (linear, conv2d, batch_norm, ...)."""
+    export's ATen ops as they are (linear, conv2d, batch_norm, ...).
+    `module` may also be a `torch.export.ExportedProgram` (its own example inputs fix the shapes;
+    `example_inputs` is then ignored)."""
     import operator
 
     import torch
@@ -386,17 +388,20 @@ def from_torch(module, example_inputs, decompose: bool = True, name: str | None 
         example_inputs = (example_inputs,)
     with warnings.catch_warnings():  # torch 2.13's export trips its own pytree deprecation warning
         warnings.filterwarnings("ignore", message=r".*treespec, LeafSpec", category=FutureWarning)
-        try:
-            ep = torch.export.export(module.eval(), tuple(example_inputs))
-        except Exception as e:  # noqa: BLE001 - torch raises many kinds; name the module and the cause
-            raise UnsupportedOpError(f"from_torch: torch.export could not trace {type(module).__name__}: "
-                                     f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from e
+        if isinstance(module, torch.export.ExportedProgram):
+            ep = module
+        else:
+            try:
+                ep = torch.export.export(module.eval(), tuple(example_inputs))
+            except Exception as e:  # noqa: BLE001 - torch raises many kinds; name the module and the cause
+                raise UnsupportedOpError(f"from_torch: torch.export could not trace {type(module).__name__}: "
+                                         f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from e
         if decompose:
             ep = ep.run_decompositions()
     sig = ep.graph_signature
     state = {**ep.state_dict, **ep.constants}
     lifted = {**sig.inputs_to_parameters, **sig.inputs_to_buffers, **sig.inputs_to_lifted_tensor_constants}
-    c = _Ctx(name or type(module).__name__)
+    c = _Ctx(name or (type(ep.module()).__name__ if module is ep else type(module).__name__))
     n_user = 0
     outputs = []
     for node in ep.graph.nodes:
