@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's CPU tables, regenerated from scratch at HEAD on this host, one benchmark at a time:
+# The CPU tables of docs/results.md, regenerated from scratch at HEAD on this host, one benchmark at a time:
 # every step runs with its own empty cache directory (no tuning records, no compiled kernels).
 #   bash benchmarks/cpu_tables.sh [OUT]        (OUT default: results/cpu_tables)
 # STEPS selects steps (default: all): makerun spread suite r50
