@@ -1,5 +1,5 @@
 """Frontends: a PyTorch module (through torch.export, core ATen) or an ONNX
-model (through the onnx package, opsets 13-21) as a `graph.Graph`. Imports
+model (through the onnx package, opsets 13 to the newest onnx knows) as a `graph.Graph`. Imports
 graph.ir/opset and errors; torch and onnx only when a frontend is called, so
 importing tilewright imports neither. Public names: from_torch, from_onnx,
 UnsupportedOpError."""

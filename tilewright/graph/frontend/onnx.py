@@ -1,5 +1,6 @@
 """ONNX frontend: `from_onnx(model_or_path) -> Graph` through the `onnx`
-package, default-domain opsets 13-21.
+package, default-domain opsets 13 to the newest the installed onnx knows
+(28 with the pinned onnx 1.23; `supported_opsets`).
 
 Types come from onnx.shape_inference (the graph's own `infer_node` where ONNX
 leaves a shape unknown). Initializers and Constant nodes become constants;
@@ -11,6 +12,8 @@ naming the op, the node and the supported set."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ...errors import TilewrightError
@@ -20,9 +23,34 @@ from .builder import GraphBuilder, UnsupportedOpError, unsupported
 from .onnx_fold import fold, reshape_shape
 from .onnx_quantized import QUANTIZED_HANDLERS, quantized_nk
 
-OPSETS = range(13, 22)
+REVIEWED_OPSET = 21  # the handlers follow the op definitions of opsets 13-21
+
+
+def supported_opsets() -> range:
+    """Opset 13 to the newest the installed onnx knows. Past 21 the ops we take only gained element
+    types, and attributes whose absence keeps the old meaning: a node that sets such an attribute is
+    refused (`_newer_attributes`); the ONNX node tests (bench/onnx_node_tests.py) check the rest."""
+    import onnx
+
+    return range(13, max(REVIEWED_OPSET, onnx.defs.onnx_opset_version()) + 1)
+
+
+@functools.cache
+def _newer_attributes(op: str, opset: int) -> frozenset:
+    """Attributes `op` has at `opset` that its opset-21 definition lacks."""
+    import onnx
+
+    try:
+        new = onnx.defs.get_schema(op, opset).attributes
+        old = onnx.defs.get_schema(op, REVIEWED_OPSET).attributes
+    except onnx.defs.SchemaError:
+        return frozenset()
+    return frozenset(set(new) - set(old))
+
+
 _UNARY = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Sqrt": "sqrt", "Erf": "erf", "Exp": "exp",
           "Neg": "neg"}
+_VARIADIC = ("Max", "Min")  # one or more inputs
 _BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Pow": "pow", "Max": "maximum",
            "Min": "minimum"}
 
@@ -48,6 +76,7 @@ class _Importer:
             if t is not None:
                 self.onnx_types[vi.name] = t
         self.node = None
+        self.opset = REVIEWED_OPSET
 
     def _tensor_type(self, vi) -> TensorType | None:
         tt = vi.type.tensor_type
@@ -118,6 +147,10 @@ class _Importer:
             if node.domain not in ("", "ai.onnx"):
                 raise self.fail(f"domain '{node.domain}'")
             a = self.attrs(node)
+            newer = _newer_attributes(node.op_type, self.opset) & set(a) if self.opset > REVIEWED_OPSET else ()
+            if newer:
+                raise self.fail(f"attribute {', '.join(sorted(newer))} (opset {self.opset}) is newer than the opset "
+                                f"{REVIEWED_OPSET} definition this frontend follows")
             ins = list(node.input)
             if node.op_type == "Constant":
                 self.known[node.output[0]] = _constant(a, self)
@@ -154,6 +187,27 @@ def _unary(op):
 
 def _binary(op):
     return lambda imp, n, ins, a: imp.emit(op, [imp.value(ins[0]), imp.value(ins[1])], out=n.output[0])
+
+
+def _variadic(op):
+    """Max / Min of one or more inputs (broadcasting), folded left."""
+    def handler(imp, n, ins, a):
+        values = [imp.value(i) for i in ins if i]
+        if len(values) == 1:
+            return _identity(imp, n, ins, a)
+        acc = values[0]
+        for k, v in enumerate(values[1:], 1):
+            acc = imp.emit(op, [acc, v], out=n.output[0] if k == len(values) - 1 else None)
+    return handler
+
+
+def _dropout(imp, n, ins, a):
+    """Inference: the identity; training mode (random masks) and the mask output are refused."""
+    if len(ins) > 2 and ins[2] and (ins[2] not in imp.known or bool(np.asarray(imp.known[ins[2]]).any())):
+        raise imp.fail("training_mode must be a constant false (inference)")
+    if len(n.output) > 1 and n.output[1]:
+        raise imp.fail("only output 0 may be used (no mask)")
+    _identity(imp, n, ins, a)
 
 
 def _identity(imp, n, ins, a):
@@ -228,6 +282,9 @@ def _gemm(imp, n, ins, a):
 
 
 def _matmul(imp, n, ins, a):
+    ranks = [len(imp.type_of(i).shape) if imp.type_of(i) else None for i in ins[:2]]
+    if 1 in ranks:
+        raise imp.fail(f"operands of rank {ranks[0]} and {ranks[1]}: 1-D operands (vector products) are not taken")
     b = imp.known.get(ins[1])
     quantized = quantized_nk(imp, ins[1], transposed=False)
     if quantized is not None:
@@ -260,6 +317,8 @@ def _pool(imp, n, ins, a):
     if len(kernel) != 2:
         raise imp.fail("only 2-D pooling")
     stride, pads, dil = _spatial(imp, n, ins, a, kernel)
+    if n.op_type == "AveragePool" and dil != (1, 1):
+        raise imp.fail(f"dilations {list(dil)}: average pooling is not dilated here")
     attrs = {"kernel": kernel, "stride": stride, "padding": pads, "ceil_mode": bool(a.get("ceil_mode", 0))}
     if n.op_type == "MaxPool":
         attrs["dilation"] = dil
@@ -294,6 +353,8 @@ def _reshape(imp, n, ins, a):
 def _shape_change(imp, n, ins, a):
     """Flatten, Squeeze, Unsqueeze on a tensor: the output shape, folded on the input's shape."""
     shape = imp.type_of(ins[0]).shape
+    if any(i and i not in imp.known for i in ins[1:]):
+        raise imp.fail("its axes must be constant")
     rest = [imp.known.get(i) if i else None for i in ins[1:]]
     out = fold(n.op_type, a, [np.zeros(shape, np.float32), *rest], [shape])
     if out is None:
@@ -354,8 +415,9 @@ _HANDLERS = {
     "Clip": _clip, "Pad": _pad, "Concat": _concat, "Cast": _cast,
     **QUANTIZED_HANDLERS,
     "Reshape": _reshape, "Flatten": _shape_change, "Squeeze": _shape_change, "Unsqueeze": _shape_change,
-    "Transpose": _transpose, "Identity": _identity, "Dropout": _identity,
-    **{k: _unary(v) for k, v in _UNARY.items()}, **{k: _binary(v) for k, v in _BINARY.items()},
+    "Transpose": _transpose, "Identity": _identity, "Dropout": _dropout,
+    **{k: _unary(v) for k, v in _UNARY.items()},
+    **{k: (_variadic if k in _VARIADIC else _binary)(v) for k, v in _BINARY.items()},
 }
 SUPPORTED = tuple(sorted([*_HANDLERS, "Constant", "Shape", "Size", "Gather", "Slice", "ConstantOfShape", "Range",
                           "Equal", "Where"]))
@@ -387,7 +449,10 @@ def from_onnx(model_or_path, name: str | None = None, input_shapes: dict | None 
     if input_shapes:
         model = _fix_input_shapes(model, input_shapes)
     version = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
-    if version not in OPSETS:
+    opsets = supported_opsets()
+    if version not in opsets:
         raise UnsupportedOpError(f"from_onnx: model '{model.graph.name}' uses opset {version}; supported opsets: "
-                                 f"{OPSETS.start}-{OPSETS.stop - 1} (onnx.version_converter can convert it)")
-    return _Importer(model, name).run()
+                                 f"{opsets.start}-{opsets.stop - 1} (onnx.version_converter can convert it)")
+    importer = _Importer(model, name)
+    importer.opset = version
+    return importer.run()

@@ -89,4 +89,6 @@ def fold(op: str, attrs: dict, inputs: list, shapes: list):
             else None
     if op not in _FOLD or not inputs or inputs[0] is None:
         return None
+    if op == "Cast" and attrs.get("to") not in _ONNX_DTYPES:
+        return None  # a dtype NumPy has no exact type for: the Cast handler names it
     return [np.asarray(_FOLD[op](attrs, inputs))]
