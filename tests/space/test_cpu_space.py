@@ -472,3 +472,23 @@ def test_block_transposed_pack_is_cheap_where_weights_stay_in_cache():
         p = default_point(space, plan)
         picks[name] = plan.main.spatial[vector_position(p, plan)].name
     assert picks == {"l3": "o", "l2 only": "hw"}
+
+
+def test_a_reduction_to_a_scalar_builds_and_tunes(tmp_path):
+    """A main node without spatial loops (a sum over every axis, a layer norm over every axis) has
+    one point, the plain loop nest; it once left the space with an empty knob."""
+    x = tw.placeholder((5, 7), "float32", name="x")
+    i, j = tw.reduce_axis(5, "i"), tw.reduce_axis(7, "j")
+    total = tw.compute((), lambda: tw.sum(x[i, j], axis=[i, j]), name="total")
+    normed = tw.ops.layer_norm(x, (5, 7))
+    a = np.random.default_rng(0).random((5, 7), dtype=np.float32)
+    for y in (total, normed):
+        space, plan = cpu_space([y], AVX2)
+        assert len(heuristic_points(space, plan)) >= 1
+        kernels = [tw.build([x, y], target="cpu")]
+        if host_runs(AVX2):
+            kernels.append(tw.tune([x, y], target=AVX2, trials=2, records=tmp_path / "r.db").build())
+        for kernel in kernels:
+            out = np.zeros(y.shape, np.float32)
+            kernel(a, out)
+            np.testing.assert_allclose(out, tw.evaluate(y, {x: a}), rtol=1e-5, atol=1e-6)

@@ -37,7 +37,7 @@ def check_outputs(outs, expected, tolerances, dtypes=None) -> str | None:
             if not np.array_equal(got, want):
                 return f"output {n}: {int(np.sum(got != want))} of {got.size} elements differ from the reference"
             continue
-        g, w = got.astype(np.float64), want.astype(np.float64)
+        g, w = np.atleast_1d(got.astype(np.float64)), np.atleast_1d(want.astype(np.float64))  # 0-d: a scalar
         nan_g, nan_w = np.isnan(g), np.isnan(w)
         if (nan_g != nan_w).any():
             first = int(np.flatnonzero(nan_g != nan_w)[0])

@@ -77,6 +77,8 @@ def cpu_space(outputs, target: Target, constants=()) -> tuple[Space, CpuPlan]:
     if tensorized is not None:  # a registered intrinsic of the target embeds in the main node
         return tensorized
     main = plan.main
+    if not main.spatial:  # a reduction to a scalar: one point, the plain loop nest (apply_cpu)
+        return Space([OrdinalKnob("scalar", (True,))]), plan
     knobs = [_dispatch_totals(k, plan) for k in loop_knobs(main, 3, 2, plan.lanes)]
     if main.reduce:
         knobs.append(OrdinalKnob("reduce_inner", REDUCE_INNER))
@@ -202,6 +204,8 @@ def apply_cpu(outputs, plan: CpuPlan, point: Point) -> Schedule:
     if plan.merged is not None:
         s.views, s.view_originals = dict(plan.merged.views), plan.merged.originals
     main = plan.main
+    if not main.spatial:
+        return s
     if plan.anchor is main:
         anchor_t = main.tensor
         main_t = s.cache_write(main.tensor, "local")

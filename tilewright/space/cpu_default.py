@@ -27,6 +27,8 @@ def heuristic_points(space: Space, plan: CpuPlan, k: int = 4) -> list[Point]:
     if isinstance(plan, TensorizedPlan):
         return [tensorized_default(space, plan)]
     out: list[Point] = [default_point(space, plan)]
+    if not plan.main.spatial:
+        return out
     for close_call in ("rolled", "pressure_sched"):  # whether the compiler should unroll the reduce loops,
         if close_call in space.knobs:                # or schedule for register pressure
             flipped = out[0].replace(close_call, 1 - out[0][close_call])
@@ -54,6 +56,8 @@ def default_point(space: Space, plan: CpuPlan) -> Point:
     times to repay any packing (a GEMV's matrix)."""
     if isinstance(plan, TensorizedPlan):
         return tensorized_default(space, plan)
+    if not plan.main.spatial:
+        return Point((("scalar", 0),))
     lane = _lane_sum_point(space, plan)
     if lane is not None:
         return lane

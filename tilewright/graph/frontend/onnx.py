@@ -302,14 +302,23 @@ def _batch_norm(imp, n, ins, a):
 
 
 def _layer_norm(imp, n, ins, a):
-    if len(n.output) > 1 and any(n.output[1:]):
-        used = {i for m in imp.g.node for i in m.input} | {o.name for o in imp.g.output}
-        if any(o in used for o in n.output[1:] if o):
-            raise imp.fail("only output 0 (Y) may be used")
     rank = len(imp.type_of(ins[0]).shape)
-    axes = rank - a.get("axis", -1) % rank
-    imp.emit("layer_norm", [imp.value(i) for i in ins if i], {"axes": axes, "eps": float(a.get("epsilon", 1e-5))},
-             n.output[0])
+    axis, eps = a.get("axis", -1) % rank, float(a.get("epsilon", 1e-5))
+    if a.get("stash_type", 1) != 1:
+        raise imp.fail(f"stash_type {a['stash_type']} (only 1: statistics in float32)")
+    imp.emit("layer_norm", [imp.value(i) for i in ins if i], {"axes": rank - axis, "eps": eps}, n.output[0])
+    used = {i for m in imp.g.node for i in m.input} | {o.name for o in imp.g.output}
+    if not any(o in used for o in n.output[1:] if o):
+        return
+    # Mean and InvStdDev (kept dims), as ONNX defines them: the mean and 1 / sqrt(variance + epsilon)
+    x, reduced = imp.value(ins[0]), {"axes": tuple(range(axis, rank)), "keepdims": True}
+    out = [o if len(n.output) > k and (o := n.output[k]) in used else None for k in (1, 2)]
+    mean = imp.emit("mean", [x], reduced, out[0])
+    centered = imp.emit("sub", [x, mean])
+    var = imp.emit("mean", [imp.emit("mul", [centered, centered])], reduced)
+    std = imp.emit("sqrt", [imp.emit("add", [var, imp.b.constant(np.array([eps], np.float32), "eps")])])
+    if out[1]:
+        imp.emit("div", [imp.b.constant(np.ones(1, np.float32), "one"), std], out=out[1])
 
 
 def _pool(imp, n, ins, a):
@@ -371,8 +380,16 @@ def _transpose(imp, n, ins, a):
 
 
 def _clip(imp, n, ins, a):
-    bound = [float(imp.const(i, "a Clip bound")) if len(ins) > k and (i := ins[k]) else None for k in (1, 2)]
-    imp.emit("clip", [imp.value(ins[0])], {"min": bound[0], "max": bound[1]}, n.output[0])
+    present = [ins[k] if len(ins) > k and ins[k] else None for k in (1, 2)]
+    if all(i is None or i in imp.known for i in present):
+        bound = [float(imp.known[i]) if i else None for i in present]
+        return imp.emit("clip", [imp.value(ins[0])], {"min": bound[0], "max": bound[1]}, n.output[0])
+    # bounds given at run time: max(x, min), then min(., max) (ONNX applies min first)
+    y, (lo, hi) = imp.value(ins[0]), present
+    if lo:
+        y = imp.emit("maximum", [y, imp.value(lo)], out=None if hi else n.output[0])
+    if hi:
+        imp.emit("minimum", [y, imp.value(hi)], out=n.output[0])
 
 
 def _pad(imp, n, ins, a):
