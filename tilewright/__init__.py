@@ -25,6 +25,7 @@ from .errors import (
 )
 from .graph import frontend
 from .graph.compile import compile
+from .graph.load import load
 from .intrin import decl_tensor_intrin
 from .ir.dtype import DType, as_dtype
 from .records import records
@@ -71,7 +72,7 @@ from .te import (
 )
 
 __all__ = [
-    "ops", "intrin", "decl_tensor_intrin", "evaluate", "compile", "frontend", "DType", "as_dtype", "Tensor",
+    "ops", "intrin", "decl_tensor_intrin", "evaluate", "compile", "load", "frontend", "DType", "as_dtype", "Tensor",
     "build", "lower", "Schedule", "create_schedule", "Target",
     "as_target", "records", "tune", "TuneResult", "ThreadAxis", "thread_axis",
     "BuildError", "DTypeError", "EvaluationError", "ExprError", "LoweringError", "MeasureError",

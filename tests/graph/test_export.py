@@ -126,3 +126,22 @@ def test_kernel_temporaries_lie_in_the_arena(tmp_path, runner):
     np.testing.assert_allclose(module(*inputs), want, rtol=1e-4, atol=1e-4)
     (got,) = run_exported(runner, module.export(tmp_path / "model"), graph, inputs)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_load_runs_what_export_wrote(tmp_path):
+    import tilewright as tw
+
+    graph = residual_block()
+    module = build_module(partition(graph, RESIDUAL_GROUPS), "cpu")
+    module.set_num_threads(1)
+    loaded = tw.load(module.export(tmp_path / "m"))
+    inputs = random_inputs(graph)
+    np.testing.assert_array_equal(loaded(*inputs), module(*inputs))
+    loaded.set_num_threads(2)
+    torch = pytest.importorskip("torch")
+    got = loaded(*(torch.from_numpy(a) for a in inputs))
+    assert isinstance(got, torch.Tensor) and np.array_equal(got.numpy(), module(*inputs))
+    with pytest.raises(tw.ShapeError, match="input '.*' is float32\\[1\\], expected float32"):
+        loaded(*(np.zeros(1, np.float32) for _ in inputs))
+    with pytest.raises(tw.ShapeError, match="not an exported model .* missing: libmodel.so, weights.bin, model.json"):
+        tw.load(tmp_path)

@@ -122,8 +122,20 @@ def _run(cmd: list[str]) -> None:
         raise BuildError(f"export: compilation failed ({' '.join(cmd)}):\n{proc.stderr.strip()[:4000]}")
 
 
+def _signature(module) -> str:
+    """model.json: the names, shapes and dtypes of the inputs and outputs, for `tw.load`."""
+    import json
+
+    g = module.graph
+
+    def side(values, types):
+        return [{"name": v, "shape": list(t.shape), "dtype": str(t.dtype)} for v, t in zip(values, types)]
+    return json.dumps({"format": 1, "name": g.name, "inputs": side(g.inputs, module.input_types),
+                       "outputs": side(g.outputs, module.output_types)}, indent=1)
+
+
 def export_module(module, directory) -> Path:
-    """Write libmodel.so, weights.bin, model.h (and the C sources under src/) into `directory`."""
+    """Write libmodel.so, weights.bin, model.h, model.json (and the C sources under src/) into `directory`."""
     d = Path(directory)
     src = d / "src"
     src.mkdir(parents=True, exist_ok=True)
@@ -146,6 +158,7 @@ def export_module(module, directory) -> Path:
     blob, offsets = _pack_weights(module)
     (d / "weights.bin").write_bytes(blob)
     (d / "model.h").write_text(_header(module))
+    (d / "model.json").write_text(_signature(module))
     model_c = src / "model.c"
     model_c.write_text(_model_source(module, symbols, offsets, len(blob)))
     _run([target.compiler, *flags, f"-I{d}", "-c", str(model_c), "-o", str(src / "model.o")])

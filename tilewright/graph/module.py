@@ -287,6 +287,13 @@ class Module:
                      f"Python {o['python_s'] * 1e9:.0f} ns")
         return "\n".join(lines)
 
+    def set_num_threads(self, n: int) -> None:
+        """Threads every kernel runs on from now on (compiled for the target's cores)."""
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ShapeError(f"set_num_threads takes a positive int, got {n!r}")
+        for kernel in {id(k): k for k in self._step_kernels}.values():
+            kernel.set_num_threads(n)
+
     def export(self, directory):
         """One shared library with every kernel and the runner, weights.bin and model.h (see graph/export.py)."""
         from .export import export_module
