@@ -12,8 +12,6 @@ naming the op, the node and the supported set."""
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 
 from ...errors import TilewrightError
@@ -21,32 +19,8 @@ from ..infer import infer_node
 from ..ir import Node, TensorType
 from .builder import GraphBuilder, UnsupportedOpError, unsupported
 from .onnx_fold import fold, reshape_shape
+from .onnx_opsets import REVIEWED_OPSET, newer_attributes, supported_opsets
 from .onnx_quantized import QUANTIZED_HANDLERS, quantized_nk
-
-REVIEWED_OPSET = 21  # the handlers follow the op definitions of opsets 13-21
-
-
-def supported_opsets() -> range:
-    """Opset 13 to the newest the installed onnx knows. Past 21 the ops we take only gained element
-    types, and attributes whose absence keeps the old meaning: a node that sets such an attribute is
-    refused (`_newer_attributes`); the ONNX node tests (bench/onnx_node_tests.py) check the rest."""
-    import onnx
-
-    return range(13, max(REVIEWED_OPSET, onnx.defs.onnx_opset_version()) + 1)
-
-
-@functools.cache
-def _newer_attributes(op: str, opset: int) -> frozenset:
-    """Attributes `op` has at `opset` that its opset-21 definition lacks."""
-    import onnx
-
-    try:
-        new = onnx.defs.get_schema(op, opset).attributes
-        old = onnx.defs.get_schema(op, REVIEWED_OPSET).attributes
-    except onnx.defs.SchemaError:
-        return frozenset()
-    return frozenset(set(new) - set(old))
-
 
 _UNARY = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Sqrt": "sqrt", "Erf": "erf", "Exp": "exp",
           "Neg": "neg"}
@@ -147,7 +121,7 @@ class _Importer:
             if node.domain not in ("", "ai.onnx"):
                 raise self.fail(f"domain '{node.domain}'")
             a = self.attrs(node)
-            newer = _newer_attributes(node.op_type, self.opset) & set(a) if self.opset > REVIEWED_OPSET else ()
+            newer = newer_attributes(node.op_type, self.opset) & set(a) if self.opset > REVIEWED_OPSET else ()
             if newer:
                 raise self.fail(f"attribute {', '.join(sorted(newer))} (opset {self.opset}) is newer than the opset "
                                 f"{REVIEWED_OPSET} definition this frontend follows")
