@@ -135,3 +135,25 @@ def test_the_command_compiles_an_onnx_file(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["--version"])
     assert exit_.value.code == 0 and capsys.readouterr().out.startswith(f"tilewright {tw.__version__}")
+
+
+def test_rounding_and_trigonometric_ops_from_torch(tmp_path):
+    torch = pytest.importorskip("torch")
+
+    class Net(torch.nn.Module):
+        def forward(self, x):
+            y = torch.abs(x) + 0.5
+            return torch.log(y) + torch.floor(x) * torch.ceil(x) + torch.round(x * 3) + torch.sin(x) * torch.cos(x) \
+                + torch.reciprocal(y)
+
+    x = torch.randn(2, 3, 8) * 2
+    module = tw_compile(Net(), (x,), trials=0, records=tmp_path / "r.db", progress=False)
+    np.testing.assert_allclose(module(x.numpy()), Net()(x).numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_float_only_ops_refuse_integers():
+    from tilewright.graph.infer import infer_node
+    from tilewright.graph.ir import Node, TensorType
+
+    with pytest.raises(tw.ShapeError, match="takes floating-point input, got int32"):
+        infer_node(Node("log", ("x",), ("y",), {}, name="l"), [TensorType((3,), "int32")])

@@ -15,7 +15,7 @@ from ..errors import ShapeError
 from ..ops import winograd
 from .blocked import block_of, blocked_shape, unblocked_shape
 from .ir import Graph, Node, TensorType
-from .opset import spec
+from .opset import FLOAT_ONLY_UNARY, spec
 from .quantized_ops import TYPES as QUANTIZED_TYPES
 
 # Attributes any op may carry besides its spec's (the layout pass writes `layout`).
@@ -391,6 +391,8 @@ def infer_node(node: Node, ins: list[TensorType]) -> list[TensorType]:
         raise _fail(node, ins, f"writes {len(node.outputs)} values; every graph op writes exactly one")
     if node.op in _RULES:
         return _RULES[node.op](node, ins)
+    if node.op in FLOAT_ONLY_UNARY and not ins[0].dtype.startswith(("float", "bfloat")):
+        raise _fail(node, ins, f"takes floating-point input, got {ins[0].dtype}")
     if s.inputs == ("a", "b"):
         return _binary(node, ins)
     return _same(node, ins)

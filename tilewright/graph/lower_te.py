@@ -13,10 +13,12 @@ from .. import ops
 from ..errors import ShapeError
 from ..ops.elementwise import broadcast_index, broadcast_shapes
 from ..ops.pad import pad_axes
-from ..te import cast, compute, erf, exp, if_then_else, placeholder, reduce_axis, sqrt
+from ..te import abs as te_abs
+from ..te import cast, ceil, compute, cos, erf, exp, floor, if_then_else, log, placeholder, reduce_axis, sin, sqrt
 from ..te import max as te_max
 from ..te import min as te_min
 from ..te import pow as te_pow
+from ..te import round as te_round
 from ..te import sum as te_sum
 from ..te.tensor import Tensor
 from . import quantized_ops, winograd_ops
@@ -284,6 +286,14 @@ _LOWER = {
     "sqrt": _unary(sqrt),
     "erf": _unary(erf),
     "neg": _unary(lambda v: -v),
+    "abs": _unary(te_abs),
+    "log": _unary(log),
+    "floor": _unary(floor),
+    "ceil": _unary(ceil),
+    "round": _unary(te_round),
+    "sin": _unary(sin),
+    "cos": _unary(cos),
+    "reciprocal": _unary(lambda v: 1.0 / v),
     "add": lambda n, a, name: ops.add(a[0], a[1], name=name),
     "sub": lambda n, a, name: ops.sub(a[0], a[1], name=name),
     "mul": lambda n, a, name: ops.mul(a[0], a[1], name=name),

@@ -36,7 +36,10 @@ class OpSpec:
 _UNARY = {
     "relu": "max(x, 0)", "sigmoid": "1 / (1 + exp(-x))", "tanh": "tanh(x)", "silu": "x * sigmoid(x)",
     "hardswish": "x * relu6(x + 3) / 6", "exp": "e^x", "sqrt": "sqrt(x)", "neg": "-x", "erf": "erf(x)",
+    "abs": "|x|", "log": "ln(x)", "floor": "floor(x)", "ceil": "ceil(x)", "round": "x rounded, halves to even",
+    "sin": "sin(x)", "cos": "cos(x)", "reciprocal": "1 / x",
 }
+FLOAT_ONLY_UNARY = frozenset({"abs", "log", "floor", "ceil", "round", "sin", "cos", "reciprocal"})
 _BINARY = ("add", "sub", "mul", "div", "maximum", "minimum", "pow")
 BROADCASTING = frozenset(_BINARY)  # binary ops whose inputs broadcast as NumPy's do
 

@@ -176,6 +176,8 @@ _UNARY = {
     "sqrt": np.sqrt,
     "neg": np.negative,
     "erf": erf,
+    "abs": np.abs, "log": np.log, "floor": np.floor, "ceil": np.ceil, "round": np.round, "sin": np.sin, "cos": np.cos,
+    "reciprocal": np.reciprocal,
 }
 _BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "maximum": np.maximum,
            "minimum": np.minimum, "pow": np.power}

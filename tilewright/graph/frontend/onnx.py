@@ -17,13 +17,15 @@ import numpy as np
 from ...errors import TilewrightError
 from ..infer import infer_node
 from ..ir import Node, TensorType
+from ..opset import FLOAT_ONLY_UNARY
 from .builder import GraphBuilder, UnsupportedOpError, unsupported
 from .onnx_fold import fold, reshape_shape
 from .onnx_opsets import REVIEWED_OPSET, newer_attributes, supported_opsets
 from .onnx_quantized import QUANTIZED_HANDLERS, quantized_nk
 
 _UNARY = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Sqrt": "sqrt", "Erf": "erf", "Exp": "exp",
-          "Neg": "neg"}
+          "Neg": "neg", "Abs": "abs", "Log": "log", "Floor": "floor", "Ceil": "ceil", "Round": "round", "Sin": "sin",
+          "Cos": "cos", "Reciprocal": "reciprocal"}
 _VARIADIC = ("Max", "Min")  # one or more inputs
 _BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Pow": "pow", "Max": "maximum",
            "Min": "minimum"}
@@ -156,7 +158,12 @@ def _constant(a, imp):
 
 
 def _unary(op):
-    return lambda imp, n, ins, a: imp.emit(op, [imp.value(ins[0])], out=n.output[0])
+    def handler(imp, n, ins, a):
+        x = imp.value(ins[0])
+        if op in FLOAT_ONLY_UNARY and not np.issubdtype(np.dtype(imp.b.types[x].dtype), np.floating):
+            raise imp.fail(f"a {imp.b.types[x].dtype} input (only floating point)")
+        return imp.emit(op, [x], out=n.output[0])
+    return handler
 
 
 def _binary(op):
