@@ -174,3 +174,40 @@ def test_dynamic_dims_need_input_shapes_and_shape_chains_fold(name):
     graph = _checked(from_onnx(proto, input_shapes={"image": (2, *x.shape[1:])}))
     x2 = torch.cat([x, -x])
     _close(run_reference(graph, [x2.numpy()])[0], _eager(model, x2))
+
+
+@pytest.mark.parametrize("attrs, past, three_d", [({}, False, False), ({"is_causal": 1, "softcap": 2.0}, True, False),
+                                                  ({"scale": 0.3, "q_num_heads": 4, "kv_num_heads": 2}, False, True)])
+def test_attention_matches_onnx_reference(attrs, past, three_d, tmp_path):
+    """Grouped-query attention (4 query heads over 2 key/value heads), against onnx's own reference."""
+    from onnx.reference import ReferenceEvaluator
+
+    from tilewright.graph.compile import compile as tw_compile
+
+    rng = np.random.default_rng(0)
+    shapes = {"Q": (2, 4, 3, 8), "K": (2, 2, 5, 8), "V": (2, 2, 5, 6), "past_key": (2, 2, 2, 8),
+              "past_value": (2, 2, 2, 6)}
+    if three_d:
+        shapes = {"Q": (2, 3, 32), "K": (2, 5, 16), "V": (2, 5, 12)}
+    names = ["Q", "K", "V", "", "past_key", "past_value"] if past else ["Q", "K", "V"]
+    outs = ["Y", "present_key", "present_value"] if past else ["Y"]
+    node = helper.make_node("Attention", names, outs, **attrs)
+    vi = [helper.make_tensor_value_info(nm, TensorProto.FLOAT, list(shapes[nm])) for nm in names if nm]
+    graph = helper.make_graph([node], "att", vi, [helper.make_tensor_value_info(o, TensorProto.FLOAT, None)
+                                                  for o in outs])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)])
+    feeds = {nm: rng.standard_normal(shapes[nm]).astype(np.float32) for nm in names if nm}
+    want = ReferenceEvaluator(model).run(None, feeds)
+    got = tw_compile(model, records=tmp_path / "r.db", progress=False)(*feeds.values())
+    for g, w in zip(got if isinstance(got, list) else [got], want):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+
+
+def test_attention_with_a_run_time_mask_is_refused():
+    node = helper.make_node("Attention", ["Q", "K", "V", "m"], ["Y"], name="att")
+    vi = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 2, 3, 4]) for n in ("Q", "K", "V")]
+    vi.append(helper.make_tensor_value_info("m", TensorProto.FLOAT, [3, 3]))
+    model = helper.make_model(helper.make_graph([node], "g", vi, [_vi("Y", None)]),
+                              opset_imports=[helper.make_opsetid("", 23)])
+    with pytest.raises(UnsupportedOpError, match="'Attention' at node 'att'.*attn_mask input"):
+        from_onnx(model)
