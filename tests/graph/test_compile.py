@@ -157,3 +157,14 @@ def test_float_only_ops_refuse_integers():
 
     with pytest.raises(tw.ShapeError, match="takes floating-point input, got int32"):
         infer_node(Node("log", ("x",), ("y",), {}, name="l"), [TensorType((3,), "int32")])
+
+
+@pytest.mark.parametrize("kw", [dict(stride=2, padding=1, output_padding=1), dict(stride=1, dilation=2, groups=2)])
+def test_transposed_convolution_from_torch(kw, tmp_path):
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.ConvTranspose2d(4, 6, 3, **kw), torch.nn.ReLU()).eval()
+    x = torch.randn(1, 4, 5, 7)
+    module = tw_compile(net, (x,), trials=0, records=tmp_path / "r.db", progress=False)
+    with torch.no_grad():
+        np.testing.assert_allclose(module(x.numpy()), net(x).numpy(), rtol=1e-4, atol=1e-5)

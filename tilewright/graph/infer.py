@@ -107,6 +107,25 @@ def _conv2d(node, ins):
     return _blocked_conv2d(node, ins, block) if block else _plain_conv2d(node, ins)
 
 
+def _conv_transpose2d(node, ins):
+    x, w = ins[0], ins[1]
+    if len(x.shape) != 4 or len(w.shape) != 4:
+        raise _fail(node, ins, "x must be 4-D NCHW and weight 4-D [C, O/groups, KH, KW]")
+    groups = int(node.attr("groups", 1))
+    if w.shape[0] != x.shape[1] or groups < 1 or x.shape[1] % groups:
+        raise _fail(node, ins, f"weight.shape[0] must be the {x.shape[1]} input channels, which groups={groups} "
+                               f"divides")
+    o = w.shape[1] * groups
+    if len(ins) > 2 and ins[2].shape != (o,):
+        raise _fail(node, ins, f"bias must have shape ({o},)")
+    size = [(n - 1) * s - 2 * p + d * (k - 1) + op + 1 for n, k, s, p, d, op in zip(
+        x.shape[2:], w.shape[2:], pair(node.attr("stride", (1, 1))), pair(node.attr("padding", (0, 0))),
+        pair(node.attr("dilation", (1, 1))), pair(node.attr("output_padding", (0, 0))))]
+    if min(size) < 1:
+        raise _fail(node, ins, f"the output would be {size}")
+    return [TensorType((x.shape[0], o, *size), x.dtype)]
+
+
 def _plain_conv2d(node, ins):
     x, w = ins[0], ins[1]
     if len(x.shape) != 4 or len(w.shape) != 4:
@@ -358,7 +377,8 @@ def _winograd_output(node, ins):
 
 
 _RULES = {
-    "conv2d": _conv2d, "dense": _dense, "matmul": _matmul, "batch_norm": _batch_norm, "layer_norm": _layer_norm,
+    "conv2d": _conv2d, "conv_transpose2d": _conv_transpose2d,
+    "dense": _dense, "matmul": _matmul, "batch_norm": _batch_norm, "layer_norm": _layer_norm,
     "softmax": _softmax, "max_pool2d": _pool, "avg_pool2d": _pool, "mean": _mean, "reshape": _reshape,
     "permute": _permute, "pad": _pad, "concat": _concat, "slice": _slice, "layout_transform": _layout_transform,
     "winograd_input": _winograd_input, "winograd_output": _winograd_output, **QUANTIZED_TYPES,

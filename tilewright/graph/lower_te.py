@@ -265,6 +265,10 @@ def _layer_norm(node: Node, a: list[Tensor], name: str) -> Tensor:
 
 _LOWER = {
     "conv2d": _conv2d,
+    "conv_transpose2d": lambda n, a, name: ops.conv_transpose2d(
+        a[0], a[1], a[2] if len(a) > 2 else None, stride=n.attr("stride", (1, 1)), padding=n.attr("padding", (0, 0)),
+        output_padding=n.attr("output_padding", (0, 0)), groups=n.attr("groups", 1),
+        dilation=n.attr("dilation", (1, 1)), name=name),
     "dense": _dense,
     "matmul": lambda n, a, name: ops.matmul(a[0], a[1], name=name),
     "batch_norm": lambda n, a, name: ops.batch_norm(a[0], a[3], a[4], a[1], a[2], eps=n.attr("eps", 1e-5),

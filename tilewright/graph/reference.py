@@ -72,6 +72,27 @@ def conv2d(x, w, b=None, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), g
     return np.ascontiguousarray(out, dtype=x.dtype)
 
 
+def conv_transpose2d(x, w, b=None, stride=(1, 1), padding=(0, 0), output_padding=(0, 0), dilation=(1, 1), groups=1):
+    """Each input pixel scattered through the kernel (float64 sums), then the padding cropped."""
+    s, p, op, d = pair(stride), pair(padding), pair(output_padding), pair(dilation)
+    n, c, h, wd = x.shape
+    _, og, kh, kw = w.shape
+    full = np.zeros((n, og * groups, (h - 1) * s[0] + d[0] * (kh - 1) + 1 + op[0],
+                     (wd - 1) * s[1] + d[1] * (kw - 1) + 1 + op[1]))
+    cg = c // groups
+    for g in range(groups):
+        xs, ws = x[:, g * cg:(g + 1) * cg].astype(np.float64), w[g * cg:(g + 1) * cg].astype(np.float64)
+        for i in range(kh):
+            for j in range(kw):
+                contrib = np.einsum("nchw,co->nohw", xs, ws[:, :, i, j])
+                full[:, g * og:(g + 1) * og, i * d[0]:i * d[0] + (h - 1) * s[0] + 1:s[0],
+                     j * d[1]:j * d[1] + (wd - 1) * s[1] + 1:s[1]] += contrib
+    out = full[:, :, p[0]:full.shape[2] - p[0], p[1]:full.shape[3] - p[1]]
+    if b is not None:
+        out = out + b.reshape(1, -1, 1, 1)
+    return np.ascontiguousarray(out, dtype=x.dtype)
+
+
 def _pool_geometry(x, attrs):
     kh, kw = pair(attrs["kernel"])
     stride = attrs.get("stride")
@@ -203,6 +224,10 @@ def _evaluate(node: Node, xs: list[np.ndarray]) -> np.ndarray:
     if op == "conv2d":
         return conv2d(xs[0], xs[1], xs[2] if len(xs) > 2 else None, a.get("stride", (1, 1)),
                       a.get("padding", (0, 0, 0, 0)), a.get("dilation", (1, 1)), int(a.get("groups", 1)))
+    if op == "conv_transpose2d":
+        return conv_transpose2d(xs[0], xs[1], xs[2] if len(xs) > 2 else None, a.get("stride", (1, 1)),
+                                a.get("padding", (0, 0)), a.get("output_padding", (0, 0)), a.get("dilation", (1, 1)),
+                                int(a.get("groups", 1)))
     if op == "dense":
         y = np.matmul(xs[0], xs[1].T)
         return (y + xs[2] if len(xs) > 2 else y).astype(xs[0].dtype)

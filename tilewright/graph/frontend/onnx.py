@@ -20,6 +20,7 @@ from ..ir import Node, TensorType
 from ..opset import FLOAT_ONLY_UNARY
 from .builder import GraphBuilder, UnsupportedOpError, unsupported
 from .onnx_attention import attention
+from .onnx_conv_transpose import conv_transpose
 from .onnx_fold import fold, reshape_shape
 from .onnx_opsets import REVIEWED_OPSET, newer_attributes, supported_opsets
 from .onnx_quantized import QUANTIZED_HANDLERS, quantized_nk
@@ -413,7 +414,7 @@ _HANDLERS = {
                                                          {"axes": (2, 3), "keepdims": True}, n.output[0]),
     "Clip": _clip, "Pad": _pad, "Concat": _concat, "Cast": _cast,
     **QUANTIZED_HANDLERS,
-    "Attention": attention,
+    "Attention": attention, "ConvTranspose": conv_transpose,
     "Reshape": _reshape, "Flatten": _shape_change, "Squeeze": _shape_change, "Unsqueeze": _shape_change,
     "Transpose": _transpose, "Identity": _identity, "Dropout": _dropout,
     **{k: _unary(v) for k, v in _UNARY.items()},

@@ -111,8 +111,6 @@ def _permute(c, a):
 
 
 def _conv(c, a):
-    if a.get("transposed"):
-        raise unsupported("from_torch", str(c.node.target), c.node.name, SUPPORTED, "transposed convolution")
     if isinstance(a["padding"], str):
         raise unsupported("from_torch", str(c.node.target), c.node.name, SUPPORTED, "string padding")
     w = c.v(a["weight"])
@@ -120,6 +118,10 @@ def _conv(c, a):
         raise unsupported("from_torch", str(c.node.target), c.node.name, SUPPORTED, "only 2-D convolution")
     ph, pw = _pair(a["padding"])
     ins = [c.v(a["input"]), w] + ([c.v(a["bias"])] if a["bias"] is not None else [])
+    if a.get("transposed"):
+        return c.out("conv_transpose2d", ins, {"stride": _pair(a["stride"]), "padding": (ph, pw),
+                                               "output_padding": _pair(a.get("output_padding", 0)),
+                                               "dilation": _pair(a["dilation"]), "groups": int(a["groups"])})
     return c.out("conv2d", ins, {"stride": _pair(a["stride"]), "padding": (ph, pw, ph, pw),
                                  "dilation": _pair(a["dilation"]), "groups": int(a["groups"])})
 
