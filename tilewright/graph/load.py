@@ -44,7 +44,10 @@ class LoadedModule:
                              f"({', '.join(n for n, _, _ in self.inputs)}), got {len(arrays)}")
         ins = []
         for (name, shape, dtype), a in zip(self.inputs, arrays):
-            a = a.detach().cpu().numpy() if _is_torch(a) else np.asarray(a)
+            if _is_torch(a) and a.device.type != "cpu":
+                raise ShapeError(f"model '{self.name}': input '{name}' is on {a.device}; the library runs on the CPU: "
+                                 f"pass a CPU tensor (x.cpu())")
+            a = a.detach().numpy() if _is_torch(a) else np.asarray(a)
             if a.shape != shape or a.dtype != dtype:
                 raise ShapeError(f"model '{self.name}': input '{name}' is {a.dtype}{list(a.shape)}, expected "
                                  f"{dtype}{list(shape)}")
