@@ -168,3 +168,23 @@ def test_transposed_convolution_from_torch(kw, tmp_path):
     module = tw_compile(net, (x,), trials=0, records=tmp_path / "r.db", progress=False)
     with torch.no_grad():
         np.testing.assert_allclose(module(x.numpy()), net(x).numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_constant_subgraphs_are_folded_by_torch(tmp_path):
+    """An arange and index arithmetic on buffers (position ids, as transformers models write them)
+    read no input: torch evaluates them at import and they become constants."""
+    torch = pytest.importorskip("torch")
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("table", torch.randn(10, 6))
+
+        def forward(self, x):
+            pos = torch.arange(2, 8)
+            rows = torch.gather(self.table, 0, pos[:, None].expand(6, 6))
+            return x * rows + torch.arange(6, dtype=torch.float32)
+
+    net, x = Net().eval(), torch.randn(6, 6)
+    module = tw_compile(net, (x,), trials=0, records=tmp_path / "r.db", progress=False)
+    np.testing.assert_allclose(module(x.numpy()), net(x).numpy(), rtol=1e-6)
