@@ -188,3 +188,15 @@ def test_constant_subgraphs_are_folded_by_torch(tmp_path):
     net, x = Net().eval(), torch.randn(6, 6)
     module = tw_compile(net, (x,), trials=0, records=tmp_path / "r.db", progress=False)
     np.testing.assert_allclose(module(x.numpy()), net(x).numpy(), rtol=1e-6)
+
+
+def test_embedding_rows_and_ids_checked_before_any_kernel(tmp_path):
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Embedding(50, 8), torch.nn.Linear(8, 3)).eval()
+    ids = torch.tensor([[3, 0, 49, 7]])
+    module = tw_compile(net, (ids,), trials=0, records=tmp_path / "r.db", progress=False)
+    with torch.no_grad():
+        np.testing.assert_allclose(module(ids.numpy()), net(ids).numpy(), rtol=1e-5, atol=1e-6)
+    with pytest.raises(tw.ShapeError, match="holds id 50, outside \\[0, 50\\) of the 50-row table"):
+        module(np.array([[3, 0, 50, 7]]))

@@ -12,6 +12,7 @@ onnx = pytest.importorskip("onnx")
 torch = pytest.importorskip("torch")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
+from tilewright.errors import TilewrightError  # noqa: E402
 from tilewright.graph.frontend import UnsupportedOpError, from_onnx  # noqa: E402
 from tilewright.graph.infer import infer_types  # noqa: E402
 from tilewright.graph.reference import run_reference  # noqa: E402
@@ -211,3 +212,17 @@ def test_attention_with_a_run_time_mask_is_refused():
                               opset_imports=[helper.make_opsetid("", 23)])
     with pytest.raises(UnsupportedOpError, match="'Attention' at node 'att'.*attn_mask input"):
         from_onnx(model)
+
+
+def test_gather_of_a_constant_table_is_an_embedding_with_negative_ids(tmp_path):
+    from tilewright.graph.compile import compile as tw_compile
+
+    table = np.arange(12, dtype=np.float32).reshape(6, 2)
+    node = helper.make_node("Gather", ["table", "ids"], ["y"], axis=0)
+    vi = [helper.make_tensor_value_info("ids", TensorProto.INT64, [2, 3])]
+    model = _model([node], vi, [_vi("y", None)], [("table", table)], opset=13)
+    module = tw_compile(model, records=tmp_path / "r.db", progress=False)
+    ids = np.array([[0, -1, 5], [2, -6, 3]], np.int64)
+    np.testing.assert_array_equal(module(ids), table[ids])
+    with pytest.raises(TilewrightError, match="holds id 6, outside \\[-6, 6\\)"):
+        module(np.array([[0, 6, 1], [1, 1, 1]], np.int64))

@@ -126,6 +126,15 @@ def _conv_transpose2d(node, ins):
     return [TensorType((x.shape[0], o, *size), x.dtype)]
 
 
+def _embedding(node, ins):
+    w, ids = ins
+    if len(w.shape) != 2:
+        raise _fail(node, ins, "weight must be 2-D [V, D]")
+    if not ids.dtype.startswith(("int", "uint")):
+        raise _fail(node, ins, f"ids must be integers, got {ids.dtype}")
+    return [TensorType((*ids.shape, w.shape[1]), w.dtype)]
+
+
 def _plain_conv2d(node, ins):
     x, w = ins[0], ins[1]
     if len(x.shape) != 4 or len(w.shape) != 4:
@@ -377,7 +386,7 @@ def _winograd_output(node, ins):
 
 
 _RULES = {
-    "conv2d": _conv2d, "conv_transpose2d": _conv_transpose2d,
+    "conv2d": _conv2d, "conv_transpose2d": _conv_transpose2d, "embedding": _embedding,
     "dense": _dense, "matmul": _matmul, "batch_norm": _batch_norm, "layer_norm": _layer_norm,
     "softmax": _softmax, "max_pool2d": _pool, "avg_pool2d": _pool, "mean": _mean, "reshape": _reshape,
     "permute": _permute, "pad": _pad, "concat": _concat, "slice": _slice, "layout_transform": _layout_transform,

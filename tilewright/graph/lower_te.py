@@ -226,6 +226,20 @@ def _unary(fn):
     return lambda node, a, name: compute(a[0].shape, lambda *i: fn(a[0][i]), name=name)
 
 
+def _embedding(node: Node, a: list[Tensor], name: str) -> Tensor:
+    """Rows of the weight at the ids; the Module has checked every id it is given, the clamp only
+    proves the read in bounds for ids a kernel computes."""
+    w, ids = a
+    rows = w.shape[0]
+
+    def body(*i):
+        k = ids[i[:-1]].astype("int32")
+        if node.attr("negative_wraps", False):
+            k = if_then_else(k < 0, k + rows, k)
+        return w[te_max(te_min(k, rows - 1), 0), i[-1]]
+    return compute((*ids.shape, w.shape[1]), body, name=name)
+
+
 def _concat(node: Node, a: list[Tensor], name: str) -> Tensor:
     axis = node.attr("axis", 0) % a[0].ndim
     starts = [0]
@@ -265,6 +279,7 @@ def _layer_norm(node: Node, a: list[Tensor], name: str) -> Tensor:
 
 _LOWER = {
     "conv2d": _conv2d,
+    "embedding": _embedding,
     "conv_transpose2d": lambda n, a, name: ops.conv_transpose2d(
         a[0], a[1], a[2] if len(a) > 2 else None, stride=n.attr("stride", (1, 1)), padding=n.attr("padding", (0, 0)),
         output_padding=n.attr("output_padding", (0, 0)), groups=n.attr("groups", 1),

@@ -150,6 +150,13 @@ class Module:
                 raise ShapeError(f"model '{self.graph.name}': input '{name}' has dtype {a.dtype}, expected "
                                  f"{t.dtype} (cast it with .astype(np.{t.dtype}))")
             out.append(np.require(a, requirements="C"))
+        for i, rows, wraps, node in _id_inputs(self.graph):
+            ids = out[i]
+            low = -rows if wraps else 0
+            if ids.size and (int(ids.min()) < low or int(ids.max()) >= rows):
+                bad = int(ids.min()) if int(ids.min()) < low else int(ids.max())
+                raise ShapeError(f"model '{self.graph.name}': input '{names[i]}' holds id {bad}, outside "
+                                 f"[{low}, {rows}) of the {rows}-row table that '{node}' reads")
         return out
 
     def _host_array(self, name: str, a) -> np.ndarray:
@@ -330,3 +337,11 @@ def build_module(partition: Partition, target, programs: dict[str, GroupProgram]
 
 def _is_torch(a) -> bool:
     return type(a).__module__.startswith("torch") and hasattr(a, "detach") and hasattr(a, "device")
+
+
+def _id_inputs(graph) -> list[tuple[int, int, bool, str]]:
+    """(input position, table rows, negative ids wrap, node) of every embedding that reads a graph
+    input as its ids: those are checked before any kernel runs (a kernel would clamp them)."""
+    return [(graph.inputs.index(n.inputs[1]), graph.type_of(n.inputs[0]).shape[0],
+             bool(n.attr("negative_wraps", False)), n.name)
+            for n in graph.nodes if n.op == "embedding" and n.inputs[1] in graph.inputs]

@@ -51,6 +51,9 @@ _SPECS = [
     OpSpec("conv_transpose2d", ("x", "weight", "bias?"),
            {"stride": (1, 1), "padding": (0, 0), "output_padding": (0, 0), "dilation": (1, 1), "groups": 1},
            Pattern.OPAQUE, "F.conv_transpose2d: NCHW x, weight [C, O/groups, KH, KW]; symmetric padding"),
+    OpSpec("embedding", ("weight", "ids"), {"negative_wraps": False}, Pattern.OPAQUE,
+           "weight[V, D] rows at integer ids -> ids.shape + (D,); ids outside [0, V) (or [-V, V) where negative ids "
+           "wrap, as ONNX Gather) are refused by the Module before any kernel runs"),
     OpSpec("dense", ("x", "weight", "bias?"), {}, Pattern.COMPLEX,
            "x[..., K] @ weight[N, K].T + bias[N] (torch.nn.Linear)"),
     OpSpec("matmul", ("a", "b"), {}, Pattern.COMPLEX,

@@ -228,6 +228,10 @@ def _evaluate(node: Node, xs: list[np.ndarray]) -> np.ndarray:
         return conv_transpose2d(xs[0], xs[1], xs[2] if len(xs) > 2 else None, a.get("stride", (1, 1)),
                                 a.get("padding", (0, 0)), a.get("output_padding", (0, 0)), a.get("dilation", (1, 1)),
                                 int(a.get("groups", 1)))
+    if op == "embedding":
+        ids = xs[1].astype(np.int64)
+        return np.take(xs[0], ids + np.where(ids < 0, xs[0].shape[0], 0) if a.get("negative_wraps") else ids, axis=0,
+                       mode="raise")
     if op == "dense":
         y = np.matmul(xs[0], xs[1].T)
         return (y + xs[2] if len(xs) > 2 else y).astype(xs[0].dtype)

@@ -22,6 +22,7 @@ from .builder import GraphBuilder, UnsupportedOpError, unsupported
 from .onnx_attention import attention
 from .onnx_conv_transpose import conv_transpose
 from .onnx_fold import fold, reshape_shape
+from .onnx_normalization import batch_norm, layer_norm
 from .onnx_opsets import REVIEWED_OPSET, newer_attributes, supported_opsets
 from .onnx_quantized import QUANTIZED_HANDLERS, quantized_nk
 
@@ -278,32 +279,6 @@ def _matmul(imp, n, ins, a):
         imp.emit("matmul", [imp.value(ins[0]), imp.value(ins[1])], out=n.output[0])
 
 
-def _batch_norm(imp, n, ins, a):
-    if a.get("training_mode", 0):
-        raise imp.fail("training-mode batch norm")
-    imp.emit("batch_norm", [imp.value(i) for i in ins[:5]], {"eps": float(a.get("epsilon", 1e-5))}, n.output[0])
-
-
-def _layer_norm(imp, n, ins, a):
-    rank = len(imp.type_of(ins[0]).shape)
-    axis, eps = a.get("axis", -1) % rank, float(a.get("epsilon", 1e-5))
-    if a.get("stash_type", 1) != 1:
-        raise imp.fail(f"stash_type {a['stash_type']} (only 1: statistics in float32)")
-    imp.emit("layer_norm", [imp.value(i) for i in ins if i], {"axes": rank - axis, "eps": eps}, n.output[0])
-    used = {i for m in imp.g.node for i in m.input} | {o.name for o in imp.g.output}
-    if not any(o in used for o in n.output[1:] if o):
-        return
-    # Mean and InvStdDev (kept dims), as ONNX defines them: the mean and 1 / sqrt(variance + epsilon)
-    x, reduced = imp.value(ins[0]), {"axes": tuple(range(axis, rank)), "keepdims": True}
-    out = [o if len(n.output) > k and (o := n.output[k]) in used else None for k in (1, 2)]
-    mean = imp.emit("mean", [x], reduced, out[0])
-    centered = imp.emit("sub", [x, mean])
-    var = imp.emit("mean", [imp.emit("mul", [centered, centered])], reduced)
-    std = imp.emit("sqrt", [imp.emit("add", [var, imp.b.constant(np.array([eps], np.float32), "eps")])])
-    if out[1]:
-        imp.emit("div", [imp.b.constant(np.ones(1, np.float32), "one"), std], out=out[1])
-
-
 def _pool(imp, n, ins, a):
     kernel = tuple(a["kernel_shape"])
     if len(kernel) != 2:
@@ -390,6 +365,14 @@ def _pad(imp, n, ins, a):
     imp.emit("pad", [imp.value(ins[0])], {"pads": tuple(pads), "value": value}, n.output[0])
 
 
+def _gather(imp, n, ins, a):
+    """Rows of a constant 2-D table at run-time indices (an embedding); other Gathers fold only."""
+    table = imp.known.get(ins[0])
+    if table is None or table.ndim != 2 or a.get("axis", 0) % 2 != 0:
+        raise imp.fail("only rows (axis 0) of a constant 2-D table at run-time indices")
+    imp.emit("embedding", [imp.value(ins[0]), imp.value(ins[1])], {"negative_wraps": True}, n.output[0])
+
+
 def _concat(imp, n, ins, a):
     rank = len(imp.type_of(ins[0]).shape)
     imp.emit("concat", [imp.value(i) for i in ins if i], {"axis": a["axis"] % rank}, n.output[0])
@@ -402,8 +385,8 @@ def _cast(imp, n, ins, a):
 
 
 _HANDLERS = {
-    "Conv": _conv, "Gemm": _gemm, "MatMul": _matmul, "BatchNormalization": _batch_norm,
-    "LayerNormalization": _layer_norm, "MaxPool": _pool, "AveragePool": _pool, "ReduceMean": _reduce_mean,
+    "Conv": _conv, "Gemm": _gemm, "MatMul": _matmul, "BatchNormalization": batch_norm,
+    "LayerNormalization": layer_norm, "MaxPool": _pool, "AveragePool": _pool, "ReduceMean": _reduce_mean,
     "Softmax": lambda imp, n, ins, a: imp.emit("softmax", [imp.value(ins[0])], {"axis": a.get("axis", -1)},
                                                n.output[0]),
     "LeakyRelu": lambda imp, n, ins, a: imp.emit("leaky_relu", [imp.value(ins[0])], {"alpha": a.get("alpha", 0.01)},
@@ -414,13 +397,13 @@ _HANDLERS = {
                                                          {"axes": (2, 3), "keepdims": True}, n.output[0]),
     "Clip": _clip, "Pad": _pad, "Concat": _concat, "Cast": _cast,
     **QUANTIZED_HANDLERS,
-    "Attention": attention, "ConvTranspose": conv_transpose,
+    "Attention": attention, "ConvTranspose": conv_transpose, "Gather": _gather,
     "Reshape": _reshape, "Flatten": _shape_change, "Squeeze": _shape_change, "Unsqueeze": _shape_change,
     "Transpose": _transpose, "Identity": _identity, "Dropout": _dropout,
     **{k: _unary(v) for k, v in _UNARY.items()},
     **{k: (_variadic if k in _VARIADIC else _binary)(v) for k, v in _BINARY.items()},
 }
-SUPPORTED = tuple(sorted([*_HANDLERS, "Constant", "Shape", "Size", "Gather", "Slice", "ConstantOfShape", "Range",
+SUPPORTED = tuple(sorted([*_HANDLERS, "Constant", "Shape", "Size", "Slice", "ConstantOfShape", "Range",
                           "Equal", "Where"]))
 
 

@@ -20,6 +20,7 @@ import numpy as np
 from ...errors import TilewrightError
 from ..ir import TensorType
 from .builder import GraphBuilder, UnsupportedOpError, unsupported
+from .torch_fold import fold_constant
 
 
 def _type(val) -> TensorType:
@@ -108,6 +109,10 @@ def _permute(c, a):
             i, j = int(a["dim0"]) % rank, int(a["dim1"]) % rank
             dims[i], dims[j] = dims[j], dims[i]
     return x if dims == sorted(dims) else c.out("permute", [x], {"dims": tuple(dims)})
+
+
+def _embedding(c, a):
+    return c.out("embedding", [c.v(a["weight"]), c.v(a["indices"])])
 
 
 def _conv(c, a):
@@ -306,7 +311,7 @@ def _pow(c, a):
 
 
 HANDLERS = {
-    "convolution": _conv, "conv2d": _conv, "addmm": _addmm, "linear": _linear,
+    "convolution": _conv, "conv2d": _conv, "embedding": _embedding, "addmm": _addmm, "linear": _linear,
     "mm": _matmul, "bmm": _matmul, "matmul": _matmul,
     "_native_batch_norm_legit_no_training": _batch_norm, "batch_norm": _batch_norm,
     "native_layer_norm": _layer_norm, "layer_norm": _layer_norm,
@@ -359,37 +364,12 @@ def _getitem(c: _Ctx, node):
     return got[0]
 
 
-def torch_op_type():
-    import torch
-
-    return torch._ops.OpOverload
-
-
-def _fold(c: _Ctx, node):
-    """The value of a node whose tensor arguments are all constants (an arange, a slice of a
-    buffer), computed by torch itself at import; None where it reads an input or draws random
-    numbers, or returns more than one tensor."""
-    import torch
-
-    if torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ()):
-        return None
-    args = torch.fx.node.map_arg((node.args, node.kwargs), lambda a: a)
-    tensors = [a for a in torch.utils._pytree.tree_leaves(args) if isinstance(a, torch.fx.Node)]
-    if any(not isinstance(c.env.get(a.name), str) or c.env[a.name] not in c.b.constants for a in tensors):
-        return None
-    real = torch.fx.node.map_arg(args, lambda a: torch.from_numpy(np.array(c.b.constants[c.env[a.name]])))
-    value = node.target(*real[0], **real[1])
-    if not isinstance(value, torch.Tensor):
-        return None
-    return c.b.constant(value.detach().numpy().copy(), node.name)
-
-
 def _convert(c: _Ctx, node):
     op = getattr(node.target, "overloadpacket", None)
     name = getattr(op, "__name__", None) if op is not None else None
     if name in SKIPPED:
         return None
-    folded = _fold(c, node) if isinstance(node.target, torch_op_type()) else None
+    folded = fold_constant(c, node)
     if folded is not None:
         return folded
     if name not in HANDLERS:
