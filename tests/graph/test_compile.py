@@ -200,3 +200,29 @@ def test_embedding_rows_and_ids_checked_before_any_kernel(tmp_path):
         np.testing.assert_allclose(module(ids.numpy()), net(ids).numpy(), rtol=1e-5, atol=1e-6)
     with pytest.raises(tw.ShapeError, match="holds id 50, outside \\[0, 50\\) of the 50-row table"):
         module(np.array([[3, 0, 50, 7]]))
+
+
+def test_masked_softmax_gives_zero_rows_and_other_rows_unchanged():
+    x = tw.placeholder((3, 5), "float32", name="x")
+    y = tw.ops.softmax(x, 1, masked_rows_zero=True)
+    plain = tw.ops.softmax(x, 1, name="plain")
+    a = np.random.default_rng(0).standard_normal((3, 5)).astype(np.float32)
+    a[1] = -np.inf
+    a[2, :3] = -np.inf
+    got, want = np.zeros((3, 5), np.float32), np.zeros((3, 5), np.float32)
+    tw.build([x, y], target="cpu")(a, got)
+    tw.build([x, plain], target="cpu")(a, want)
+    assert np.array_equal(got[1], np.zeros(5)) and np.isnan(want[1]).all()
+    np.testing.assert_array_equal(got[[0, 2]], want[[0, 2]])
+    np.testing.assert_allclose(got, tw.evaluate(y, {x: a}), rtol=1e-6)
+
+
+def test_a_boolean_mask_outside_the_attention_guard_is_refused(tmp_path):
+    torch = pytest.importorskip("torch")
+
+    class Net(torch.nn.Module):
+        def forward(self, x):
+            return torch.where(x == float("-inf"), torch.zeros_like(x), x)
+
+    with pytest.raises(tw.TilewrightError, match="only as the fully-masked-row guard of an attention softmax"):
+        tw_compile(Net(), (torch.randn(2, 3),), trials=0, records=tmp_path / "r.db", progress=False)

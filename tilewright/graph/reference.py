@@ -146,8 +146,13 @@ def _layer_norm(x, weight=None, bias=None, axes=1, eps=1e-5):
     return y.astype(x.dtype)
 
 
-def _softmax(x, axis=-1):
-    e = np.exp(x - x.max(axis=axis, keepdims=True))
+def _softmax(x, axis=-1, masked_rows_zero=False):
+    top = x.max(axis=axis, keepdims=True)
+    if masked_rows_zero:  # a row that is -inf throughout gives zeros
+        masked = np.isneginf(top)
+        e = np.exp(x - np.where(masked, 0, top))
+        return np.where(masked, 0, e / np.where(masked, 1, e.sum(axis=axis, keepdims=True))).astype(x.dtype)
+    e = np.exp(x - top)
     return (e / e.sum(axis=axis, keepdims=True)).astype(x.dtype)
 
 
@@ -242,7 +247,7 @@ def _evaluate(node: Node, xs: list[np.ndarray]) -> np.ndarray:
     if op == "layer_norm":
         return _layer_norm(xs[0], *xs[1:], axes=a.get("axes", 1), eps=a.get("eps", 1e-5))
     if op == "softmax":
-        return _softmax(xs[0], int(a.get("axis", -1)))
+        return _softmax(xs[0], int(a.get("axis", -1)), bool(a.get("masked_rows_zero", False)))
     if op == "max_pool2d":
         return max_pool2d(xs[0], a)
     if op == "avg_pool2d":

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ..errors import ExprError, ShapeError
 from ..te import compute, exp, log, reduce_axis, rsqrt
 from ..te import max as max_of
@@ -36,14 +38,22 @@ def _row_max(op: str, x: Tensor, dim, name: str) -> tuple[int, Tensor]:
     return d, compute(_drop(x.shape, d), lambda *idx: max_of(x[_insert(idx, d, r)], axis=r), name=f"{name}_max")
 
 
-def softmax(x: Tensor, dim: int, *, name: str = "softmax") -> Tensor:
+def softmax(x: Tensor, dim: int, *, masked_rows_zero: bool = False, name: str = "softmax") -> Tensor:
     """exp(x - max) / sum(exp(x - max)) along `dim`. Stages `{name}_max`, `{name}_exp`
     (kept, so each element's exp is computed once) and `{name}_sum`; the last stage
-    multiplies by the sum's reciprocal (one division per row, within an ulp of dividing)."""
+    multiplies by the sum's reciprocal (one division per row, within an ulp of dividing).
+    `masked_rows_zero`: a row that is -inf throughout gives zeros, not NaN (what attention's
+    fully masked rows need); other rows are unchanged (their max is finite, their sum >= 1)."""
     d, mx = _row_max("softmax", x, dim, name)
-    e = compute(x.shape, lambda *idx: exp(x[idx] - mx[_drop(idx, d)]), name=f"{name}_exp")
+    if masked_rows_zero:
+        lowest = float(np.finfo(x.dtype.numpy).min)
+        e = compute(x.shape, lambda *idx: exp(x[idx] - max_of(mx[_drop(idx, d)], lowest)), name=f"{name}_exp")
+    else:
+        e = compute(x.shape, lambda *idx: exp(x[idx] - mx[_drop(idx, d)]), name=f"{name}_exp")
     r = reduce_axis(x.shape[d], "r")
     total = compute(mx.shape, lambda *idx: sum_of(e[_insert(idx, d, r)], axis=r), name=f"{name}_sum")
+    if masked_rows_zero:
+        return compute(x.shape, lambda *idx: e[idx] * (1.0 / max_of(total[_drop(idx, d)], 1e-30)), name=name)
     return compute(x.shape, lambda *idx: e[idx] * (1.0 / total[_drop(idx, d)]), name=name)
 
 

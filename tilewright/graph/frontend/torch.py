@@ -21,6 +21,8 @@ from ...errors import TilewrightError
 from ..ir import TensorType
 from .builder import GraphBuilder, UnsupportedOpError, unsupported
 from .torch_fold import fold_constant
+from .torch_indexing import concat, embedding, split
+from .torch_masked_softmax import RowMask, any_dim, eq_scalar, logical_not, where_masked_softmax, zeros_like
 
 
 def _type(val) -> TensorType:
@@ -44,6 +46,9 @@ class _Ctx:
             dtype = self.b.types[like].dtype if like else "float32"
             return self.b.constant(np.array(arg, dtype=dtype), "scalar")
         got = self.env[arg.name]
+        if isinstance(got, RowMask):
+            raise unsupported("from_torch", "boolean mask", self.node.name, SUPPORTED,
+                              "a boolean tensor outside attention's fully-masked-row guard")
         if isinstance(got, tuple):
             raise unsupported("from_torch", "tuple value", self.node.name, SUPPORTED, "a multi-output op read whole")
         return got
@@ -111,8 +116,17 @@ def _permute(c, a):
     return x if dims == sorted(dims) else c.out("permute", [x], {"dims": tuple(dims)})
 
 
-def _embedding(c, a):
-    return c.out("embedding", [c.v(a["weight"]), c.v(a["indices"])])
+def _guard_step(fn):
+    """A step of attention's softmax guard (torch_masked_softmax.py); any other use is refused."""
+    def handler(c, a):
+        got = fn(c, a)
+        if got is None:
+            raise unsupported("from_torch", str(c.node.target), c.node.name, SUPPORTED,
+                              "only as the fully-masked-row guard of an attention softmax")
+        return got
+    return handler
+
+
 
 
 def _conv(c, a):
@@ -241,11 +255,6 @@ def _expand(c, a):
     return x
 
 
-def _concat(c, a):
-    vals = [c.v(t) for t in a["tensors"]]
-    rank = len(c.node.meta["val"].shape)
-    return c.out("concat", vals, {"axis": int(a["dim"]) % rank})
-
 
 def _slice(c, a):
     """aten.slice(self, dim, start, end, step): Python slicing along one dim (None ends, negatives, clamping)."""
@@ -311,11 +320,13 @@ def _pow(c, a):
 
 
 HANDLERS = {
-    "convolution": _conv, "conv2d": _conv, "embedding": _embedding, "addmm": _addmm, "linear": _linear,
+    "convolution": _conv, "conv2d": _conv, "embedding": embedding, "addmm": _addmm, "linear": _linear,
     "mm": _matmul, "bmm": _matmul, "matmul": _matmul,
     "_native_batch_norm_legit_no_training": _batch_norm, "batch_norm": _batch_norm,
     "native_layer_norm": _layer_norm, "layer_norm": _layer_norm,
-    "_softmax": _softmax, "softmax": _softmax,
+    "_softmax": _softmax, "softmax": _softmax, "split_with_sizes": split, "split": split,
+    **{k: _guard_step(f) for k, f in (("eq", eq_scalar), ("logical_not", logical_not), ("any", any_dim),
+                                      ("full_like", zeros_like), ("where", where_masked_softmax))},
     "max_pool2d_with_indices": _max_pool, "max_pool2d": _max_pool, "avg_pool2d": _avg_pool,
     "adaptive_avg_pool2d": _adaptive_avg_pool, "mean": _mean,
     "view": _reshape, "reshape": _reshape, "_unsafe_view": _reshape, "flatten": _reshape,
@@ -330,7 +341,7 @@ HANDLERS = {
     **{n: _unary(n) for n in ("relu", "sigmoid", "tanh", "silu", "hardswish", "exp", "sqrt", "neg", "erf", "abs",
                               "log", "floor", "ceil", "round", "sin", "cos", "reciprocal")},
     **{n: _binary(n) for n in ("add", "sub", "mul", "div", "maximum", "minimum")},
-    "pow": _pow, "cat": _concat, "slice": _slice, "constant_pad_nd": _pad, "_to_copy": _to_copy, "rsqrt": _rsqrt,
+    "pow": _pow, "cat": concat, "slice": _slice, "constant_pad_nd": _pad, "_to_copy": _to_copy, "rsqrt": _rsqrt,
     "abs": _abs, "sum": _sum,
 }
 # Ops that only check metadata at run time: nothing to compute.
@@ -358,6 +369,8 @@ def _bind(node) -> dict:
 def _getitem(c: _Ctx, node):
     src, index = node.args
     got = c.env[src.name]
+    if isinstance(got, list):  # the parts of a split
+        return got[index]
     if not isinstance(got, tuple) or index != 0:
         raise unsupported("from_torch", f"getitem[{index}]", node.name, SUPPORTED,
                           f"only output 0 of {', '.join(sorted(MULTI_OUTPUT))} is supported")
