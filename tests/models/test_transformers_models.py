@@ -9,16 +9,8 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
+from tilewright.bench.transformers_models import last_hidden  # noqa: E402
 from tilewright.graph.compile import compile as tw_compile  # noqa: E402
-
-
-class _Hidden(torch.nn.Module):
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(self, x):
-        return self.model(x).last_hidden_state
 
 
 def _models():
@@ -42,7 +34,7 @@ def _models():
 def test_matches_eager(name, tmp_path):
     torch.manual_seed(0)
     build, x = _models()[name]
-    net = _Hidden(build().eval()).eval()
+    net = last_hidden(build())
     module = tw_compile(net, (x,), trials=0, records=tmp_path / "r.db", progress=False)
     with torch.no_grad():
         want = net(x).numpy()

@@ -35,15 +35,21 @@ def build(name: str):
     if name not in models:
         raise SystemExit(f"unknown model {name!r}; choose from {', '.join(models)}")
     model, example = models[name]
+    return last_hidden(model()), example()
 
-    class Hidden(torch.nn.Module):
+
+def last_hidden(model):
+    """`model` (eval mode) wrapped to return its last hidden state, one tensor, as exporters want."""
+    import torch
+
+    class LastHidden(torch.nn.Module):
         def __init__(self, inner):
             super().__init__()
             self.inner = inner
 
         def forward(self, x):
             return self.inner(x).last_hidden_state
-    return Hidden(model().eval()).eval(), example()
+    return LastHidden(model.eval()).eval()
 
 
 def run_model(name: str, threads: int, rounds: int) -> dict:
