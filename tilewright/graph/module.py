@@ -150,7 +150,9 @@ class Module:
                 raise ShapeError(f"model '{self.graph.name}': input '{name}' has dtype {a.dtype}, expected "
                                  f"{t.dtype} (cast it with .astype(np.{t.dtype}))")
             out.append(np.require(a, requirements="C"))
-        for i, rows, wraps, node in _id_inputs(self.graph):
+        if "_ids" not in self.__dict__:  # computed once: a call pays only for the ids it checks
+            self._ids = _id_inputs(self.graph)
+        for i, rows, wraps, node in self._ids:
             ids = out[i]
             low = -rows if wraps else 0
             if ids.size and (int(ids.min()) < low or int(ids.max()) >= rows):
