@@ -226,3 +226,16 @@ def test_a_boolean_mask_outside_the_attention_guard_is_refused(tmp_path):
 
     with pytest.raises(tw.TilewrightError, match="only as the fully-masked-row guard of an attention softmax"):
         tw_compile(Net(), (torch.randn(2, 3),), trials=0, records=tmp_path / "r.db", progress=False)
+
+
+def test_small_integer_powers_are_products(tmp_path):
+    torch = pytest.importorskip("torch")
+
+    class Net(torch.nn.Module):
+        def forward(self, x):
+            return torch.pow(x, 3.0) + torch.pow(x, 2) + torch.pow(x, 1.5)
+
+    x = torch.rand(2, 8) + 0.5
+    module = tw_compile(Net(), (x,), trials=0, records=tmp_path / "r.db", progress=False)
+    assert sum(n.op == "pow" for n in module.graph.nodes) == 1  # only x ** 1.5 calls pow
+    np.testing.assert_allclose(module(x.numpy()), Net()(x).numpy(), rtol=1e-6)

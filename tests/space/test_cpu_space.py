@@ -492,3 +492,24 @@ def test_a_reduction_to_a_scalar_builds_and_tunes(tmp_path):
             out = np.zeros(y.shape, np.float32)
             kernel(a, out)
             np.testing.assert_allclose(out, tw.evaluate(y, {x: a}), rtol=1e-5, atol=1e-6)
+
+
+def test_an_elementwise_chain_behind_an_inlined_producer_is_inlined(rng):
+    """GPT-2's tanh GELU spelled out: every stage before the inlined producers runs inside the
+    vectorized tile instead of a pass of its own over a temporary."""
+    from tilewright.schedule.stage import AttachKind
+
+    x = tw.placeholder((4, 64), "float32", name="x")
+    cube = tw.compute(x.shape, lambda i, j: x[i, j] * x[i, j] * x[i, j], name="cube")
+    inner = tw.compute(x.shape, lambda i, j: (x[i, j] + cube[i, j] * 0.044715) * 0.7978846, name="inner")
+    th = tw.compute(x.shape, lambda i, j: tw.tanh(inner[i, j]), name="th")
+    half = tw.compute(x.shape, lambda i, j: x[i, j] * 0.5, name="half")
+    y = tw.compute(x.shape, lambda i, j: half[i, j] * (th[i, j] + 1.0), name="y")
+    space, plan = cpu_space([y], AVX2)
+    s = apply_cpu([y], plan, default_point(space, plan))
+    assert plan.main.tensor.name == "inner" and s[inner].attach is AttachKind.AT  # the tile
+    assert all(s[t].attach is AttachKind.INLINE for t in (cube, th, half))  # half: read by the epilogue alone
+    a = rng.standard_normal((4, 64)).astype(np.float32)
+    out = np.zeros((4, 64), np.float32)
+    tw.build([x, y], target="cpu")(a, out)
+    np.testing.assert_allclose(out, tw.evaluate(y, {x: a}), rtol=1e-5, atol=1e-6)

@@ -414,11 +414,24 @@ def _side_stages(s: Schedule, plan: CpuPlan) -> None:
 
 
 def _default_others(s: Schedule, plan: CpuPlan) -> None:
+    """The stages the plan does not place: an unguarded elementwise stage read only by inlined
+    stages, or by an elementwise anchor (the tile's epilogue), is inlined too (a chain such as
+    GPT-2's tanh GELU then runs inside the vectorized tile, not as one pass per operation over a
+    temporary); the rest whole, in parallel."""
     handled = {id(plan.main.tensor), id(plan.anchor.tensor)} | {id(n.tensor) for n in plan.inlined} \
         | {id(n.tensor) for n in plan.producers}
-    for node in plan.graph.nodes:
+    epilogue = plan.anchor.tensor if plan.anchor is not plan.main else None
+
+    def absorbed(c) -> bool:
+        return c is epilogue or s[c].attach is AttachKind.INLINE
+
+    for node in reversed(plan.graph.nodes):  # consumers first
         if id(node.tensor) in handled:
             continue
-        _parallel_root(s[node.tensor], plan.cores, plan.lanes)
+        if node.injective and not node.guarded and node.consumers and not node.is_output and all(
+                absorbed(c) for c in node.consumers):
+            s[node.tensor].compute_inline()
+        else:
+            _parallel_root(s[node.tensor], plan.cores, plan.lanes)
 
 

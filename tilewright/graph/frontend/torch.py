@@ -316,7 +316,11 @@ def _sum(c, a):
 
 def _pow(c, a):
     x = c.v(a["self"])
-    return c.out("pow", [x, c.v(a["exponent"], x)])
+    e = a["exponent"]
+    if isinstance(e, numbers.Number) and e in (2, 3):  # x * x (* x), as PyTorch's CPU kernel computes these powers
+        square = c.out("mul", [x, x])
+        return square if e == 2 else c.out("mul", [square, x])
+    return c.out("pow", [x, c.v(e, x)])
 
 
 HANDLERS = {
