@@ -3,6 +3,7 @@ import math
 import numpy as np
 import pytest
 from graph_cases import attention, conv_bias_relu, random_inputs, residual_block, torch_reference
+from synthetic_targets import AVX2, host_runs
 
 import tilewright as tw
 from tilewright.graph.compile import compile as tw_compile
@@ -40,6 +41,13 @@ def test_compile_torch_module(tmp_path):
     np.testing.assert_allclose(module(x.numpy()), want, rtol=1e-4, atol=1e-4)
 
 
+def _pinned():
+    """The synthetic AVX2 target the tests below compile for (skipped where the host cannot run it)."""
+    if not host_runs(AVX2):
+        pytest.skip("the host cannot run AVX2 kernels")
+    return AVX2
+
+
 def _small_net(torch):
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.ReLU(), torch.nn.Flatten(),
@@ -52,14 +60,15 @@ def _small_net(torch):
 def test_compile_an_exported_program(tmp_path):
     torch = pytest.importorskip("torch")
     net, x, want = _small_net(torch)
-    module = tw_compile(torch.export.export(net, (x,)), trials=0, records=tmp_path / "r.db", progress=False)
+    module = tw_compile(torch.export.export(net, (x,)), trials=0, records=tmp_path / "r.db", progress=False,
+                        target=_pinned())
     np.testing.assert_allclose(module(x.numpy()), want, rtol=1e-4, atol=1e-4)
 
 
 def test_torch_tensors_in_and_out(tmp_path):
     torch = pytest.importorskip("torch")
     net, x, want = _small_net(torch)
-    module = tw_compile(net, (x,), trials=0, records=tmp_path / "r.db", progress=False)
+    module = tw_compile(net, (x,), trials=0, records=tmp_path / "r.db", progress=False, target=_pinned())
     y = module(x.clone().requires_grad_(True))
     assert isinstance(y, torch.Tensor) and y.dtype == torch.float32
     np.testing.assert_allclose(y.numpy(), want, rtol=1e-4, atol=1e-4)
@@ -75,7 +84,7 @@ def test_compile_an_onnx_file_or_model_proto(tmp_path):
     path = tmp_path / "net.onnx"
     torch.onnx.export(net, (x,), str(path), dynamo=False, opset_version=17)
     for model in (path, str(path), onnx.load(str(path))):
-        module = tw_compile(model, trials=0, records=tmp_path / "r.db", progress=False)
+        module = tw_compile(model, trials=0, records=tmp_path / "r.db", progress=False, target=_pinned())
         np.testing.assert_allclose(module(x.numpy()), want, rtol=1e-4, atol=1e-4)
 
 
@@ -147,7 +156,7 @@ def test_rounding_and_trigonometric_ops_from_torch(tmp_path):
                 + torch.reciprocal(y)
 
     x = torch.randn(2, 3, 8) * 2
-    module = tw_compile(Net(), (x,), trials=0, records=tmp_path / "r.db", progress=False)
+    module = tw_compile(Net(), (x,), trials=0, records=tmp_path / "r.db", progress=False, target=_pinned())
     np.testing.assert_allclose(module(x.numpy()), Net()(x).numpy(), rtol=1e-5, atol=1e-5)
 
 
@@ -165,7 +174,7 @@ def test_transposed_convolution_from_torch(kw, tmp_path):
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.ConvTranspose2d(4, 6, 3, **kw), torch.nn.ReLU()).eval()
     x = torch.randn(1, 4, 5, 7)
-    module = tw_compile(net, (x,), trials=0, records=tmp_path / "r.db", progress=False)
+    module = tw_compile(net, (x,), trials=0, records=tmp_path / "r.db", progress=False, target=_pinned())
     with torch.no_grad():
         np.testing.assert_allclose(module(x.numpy()), net(x).numpy(), rtol=1e-4, atol=1e-5)
 
@@ -186,7 +195,7 @@ def test_constant_subgraphs_are_folded_by_torch(tmp_path):
             return x * rows + torch.arange(6, dtype=torch.float32)
 
     net, x = Net().eval(), torch.randn(6, 6)
-    module = tw_compile(net, (x,), trials=0, records=tmp_path / "r.db", progress=False)
+    module = tw_compile(net, (x,), trials=0, records=tmp_path / "r.db", progress=False, target=_pinned())
     np.testing.assert_allclose(module(x.numpy()), net(x).numpy(), rtol=1e-6)
 
 
@@ -195,7 +204,7 @@ def test_embedding_rows_and_ids_checked_before_any_kernel(tmp_path):
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Embedding(50, 8), torch.nn.Linear(8, 3)).eval()
     ids = torch.tensor([[3, 0, 49, 7]])
-    module = tw_compile(net, (ids,), trials=0, records=tmp_path / "r.db", progress=False)
+    module = tw_compile(net, (ids,), trials=0, records=tmp_path / "r.db", progress=False, target=_pinned())
     with torch.no_grad():
         np.testing.assert_allclose(module(ids.numpy()), net(ids).numpy(), rtol=1e-5, atol=1e-6)
     with pytest.raises(tw.ShapeError, match="holds id 50, outside \\[0, 50\\) of the 50-row table"):
@@ -225,7 +234,7 @@ def test_a_boolean_mask_outside_the_attention_guard_is_refused(tmp_path):
             return torch.where(x == float("-inf"), torch.zeros_like(x), x)
 
     with pytest.raises(tw.TilewrightError, match="only as the fully-masked-row guard of an attention softmax"):
-        tw_compile(Net(), (torch.randn(2, 3),), trials=0, records=tmp_path / "r.db", progress=False)
+        tw_compile(Net(), (torch.randn(2, 3),), trials=0, records=tmp_path / "r.db", progress=False, target=_pinned())
 
 
 def test_small_integer_powers_are_products(tmp_path):
@@ -236,6 +245,6 @@ def test_small_integer_powers_are_products(tmp_path):
             return torch.pow(x, 3.0) + torch.pow(x, 2) + torch.pow(x, 1.5)
 
     x = torch.rand(2, 8) + 0.5
-    module = tw_compile(Net(), (x,), trials=0, records=tmp_path / "r.db", progress=False)
+    module = tw_compile(Net(), (x,), trials=0, records=tmp_path / "r.db", progress=False, target=_pinned())
     assert sum(n.op == "pow" for n in module.graph.nodes) == 1  # only x ** 1.5 calls pow
     np.testing.assert_allclose(module(x.numpy()), Net()(x).numpy(), rtol=1e-6)

@@ -61,15 +61,15 @@ def _close(got: np.ndarray, want: np.ndarray, rtol: float, atol: float) -> bool:
     return bool(np.array_equal(got, want))
 
 
-def run_case(case, records) -> tuple[str, str]:
-    """(outcome, detail) of one case."""
+def run_case(case, records, target="cpu") -> tuple[str, str]:
+    """(outcome, detail) of one case, compiled for `target`."""
     from ..errors import TilewrightError
     from ..graph.compile import compile as compile_model
     from ..graph.frontend import UnsupportedOpError
 
     inputs, expected = case.data_sets[0] if case.data_sets else ([], [])
     try:
-        module = compile_model(case.model, trials=0, records=records, progress=False)
+        module = compile_model(case.model, target=target, trials=0, records=records, progress=False)
         got = module(*inputs)
     except UnsupportedOpError as e:
         return "unsupported", str(e).splitlines()[0][:200]

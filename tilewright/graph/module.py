@@ -44,6 +44,7 @@ class Module:
         its last arguments (lower/workspace.py); each group's lie in the arena."""
         fills, workspaces = fills or {}, workspaces or {}
         self.partition, self.graph, self.tasks, self.target = partition, partition.graph, tasks, target
+        self._ids = _id_inputs(self.graph)  # the id inputs a call checks against their tables
         task_of = {g: t for t in tasks for g in t.groups}
         # the key of each group's kernel: its own where its arguments do not map onto its task's
         key_of = {g.name: g.name if g.name in kernels else task_of[g.name].key
@@ -150,8 +151,6 @@ class Module:
                 raise ShapeError(f"model '{self.graph.name}': input '{name}' has dtype {a.dtype}, expected "
                                  f"{t.dtype} (cast it with .astype(np.{t.dtype}))")
             out.append(np.require(a, requirements="C"))
-        if "_ids" not in self.__dict__:  # computed once: a call pays only for the ids it checks
-            self._ids = _id_inputs(self.graph)
         for i, rows, wraps, node in self._ids:
             ids = out[i]
             low = -rows if wraps else 0

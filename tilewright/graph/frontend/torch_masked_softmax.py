@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class RowMask:
-    """A boolean tensor derived from graph value `of`: `kind` says which (see `_NEXT`)."""
+    """A boolean tensor derived from graph value `of`: `kind` is "neginf" (of == -inf), "not_neginf",
+    "row_any_finite" (any over the last axis), "row_all_neginf", or "zeros" (zeros shaped like `of`)."""
     kind: str
     of: str
 
