@@ -247,8 +247,23 @@ def _aie() -> Backend:
                    load=_aie_needs_operator, runner="", operator_compiler=build_operator, operator_tuner=tune_operator)
 
 
+def _hls_needs_operator(*_args, **_kwargs):
+    raise TilewrightError("target hls compiles whole operators into FPGA designs, not te schedules: pass the "
+                          "tensors (tw.build([A, B, C], target='hls'), tw.tune([A, B, C], target='hls'))")
+
+
+def _hls() -> Backend:
+    """An FPGA: a sum of products becomes a read / compute / write HLS design searched against the
+    analytic model; the kernel is the generated HLS C++ run by C simulation."""
+    from .search.hls_tune import build_operator, tune_operator
+
+    return Backend(kind="hls", space=None, apply=None, default_point=None, heuristic_points=None,
+                   lower=_hls_needs_operator, render=_hls_needs_operator, compile=_hls_needs_operator,
+                   load=_hls_needs_operator, runner="", operator_compiler=build_operator, operator_tuner=tune_operator)
+
+
 _FACTORIES: dict[str, Callable[[], Backend]] = {"cpu": _cpu, "cuda": _cuda, "opencl": _opencl, "vta": _vta,
-                                                "aie": _aie}
+                                                "aie": _aie, "hls": _hls}
 
 
 def register_backend(kind: str, factory: Callable[[], Backend]) -> None:

@@ -209,6 +209,12 @@ class Records:
         where = ("WHERE " + " AND ".join(conds)) if conds else ""
         return self._rows(where, tuple(args))
 
+    def best_trace(self, workload: str, target: str):
+        """The parsed trace (JSON) of the fastest point of this workload on this target, or None."""
+        for r in self.best(workload, target):
+            return json.loads(r.trace)
+        return None
+
     def best(self, workload: str, target: str, k: int = 1) -> list[Record]:
         """The k fastest points of this workload on this target, one record each: its
         latest successful record carrying the costs of all its successful records, so

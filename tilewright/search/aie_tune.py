@@ -45,11 +45,8 @@ def workload_key(form) -> str:
 
 
 def best_recorded(form, config, store: Records | None) -> VyasaSchedule | None:
-    if store is None:
-        return None
-    for r in store.best(workload_key(form), config.key):
-        return VyasaSchedule.from_json(json.loads(r.trace))
-    return None
+    trace = None if store is None else store.best_trace(workload_key(form), config.key)
+    return None if trace is None else VyasaSchedule.from_json(trace)
 
 
 def build_operator(args, target, schedule: VyasaSchedule | None = None) -> AIEKernel:

@@ -5,7 +5,8 @@ or "cuda -device=N"), "cuda -arch=sm_90" (compile-only facts of that
 architecture when no GPU is present); "opencl" (the first OpenCL device,
 "opencl -platform=P -device=N"); "vta" (a VTA-like accelerator, run by its
 simulator), "vta -block=8x8x8 -wgt_buffer=131072" (targets/vta.py); "aie" (an
-AI-Engine-like core: emulated intrinsics and a cycle model, targets/aie.py)."""
+AI-Engine-like core: emulated intrinsics and a cycle model, targets/aie.py); "hls -device=vu9p"
+(an FPGA: HLS C++ run by C simulation, cycles and resources from the model, targets/hls.py)."""
 
 from __future__ import annotations
 
@@ -15,12 +16,15 @@ from ..errors import TilewrightError
 from .aie import OPTIONS as AIE_OPTIONS
 from .aie import parse_aie_options
 from .cpu import host_target
+from .hls import OPTIONS as HLS_OPTIONS
+from .hls import parse_hls_options
 from .target import KINDS, Target
 from .vta import OPTIONS as VTA_OPTIONS
 from .vta import parse_vta_options
 
 _OPTIONS = {"cpu": ("isa", "intrinsics"), "cuda": ("arch", "device"), "opencl": ("platform", "device"),
-            "vta": tuple(VTA_OPTIONS), "aie": AIE_OPTIONS}
+            "vta": tuple(VTA_OPTIONS), "aie": AIE_OPTIONS,
+            "hls": HLS_OPTIONS}
 _ALIASES = {"llvm": "cpu", "c": "cpu"}
 
 
@@ -30,7 +34,8 @@ def _parse(text: str) -> tuple[str, dict[str, str]]:
     if kind not in KINDS:
         raise TilewrightError(f"unknown target {text!r}; available: 'cpu' (optionally 'cpu -isa=avx2'), "
                               f"'cuda' ('cuda -arch=sm_90' to compile without a GPU), 'opencl', "
-                              f"'vta' ('vta -block=8x8x8'), 'aie' (an AI-Engine-like core, simulated)")
+                              f"'vta' ('vta -block=8x8x8'), 'aie' (an AI-Engine-like core, simulated), "
+                              f"'hls' ('hls -device=vu9p': FPGA designs, C-simulated)")
     opts = {}
     for w in words[1:]:
         name, eq, value = w.lstrip("-").partition("=")
@@ -96,6 +101,8 @@ def as_target(target=None, isa: str | None = None) -> Target:
         return Target(kind="vta", arch="vta", vta=parse_vta_options(opts), compiler="vta-sim")
     elif kind == "aie":
         return Target(kind="aie", arch="aie", aie=parse_aie_options(opts), compiler="aie-emu")
+    elif kind == "hls":
+        return Target(kind="hls", arch="fpga", hls=parse_hls_options(opts), compiler="hls-csim")
     else:
         t = host_target()
         isa = opts.get("isa", isa)

@@ -1,7 +1,7 @@
 """`Target`: what a kernel is built for, as data. One dataclass for every
-kind (cpu, cuda, opencl, vta, aie): CPU facts in its own fields, a GPU's in `gpu`, a
+kind (cpu, cuda, opencl, vta, aie, hls): CPU facts in its own fields, a GPU's in `gpu`, a
 VTA-like accelerator's configuration in `vta` (targets/vta.py), an AI-Engine-like
-core's in `aie` (targets/aie.py).
+core's in `aie` (targets/aie.py), an FPGA's in `hls` (targets/hls.py).
 `Target("cpu")`, `Target("cuda")`, `Target("opencl")` detect the host or
 device; any other call (fields by keyword) builds a synthetic target, as the
 tests do. `key` is the full fingerprint records are filed under."""
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 
 from ..errors import TilewrightError
 
-KINDS = ("cpu", "cuda", "opencl", "vta", "aie")
+KINDS = ("cpu", "cuda", "opencl", "vta", "aie", "hls")
 
 # ISA levels we can force, from lowest to highest; each implies the ones before.
 ISA_FEATURES = {
@@ -64,6 +64,7 @@ class Target(metaclass=_Detecting):
     gpu: object = None  # targets.gpu.GpuFacts for cuda and opencl
     vta: object = None  # targets.vta.VTAConfig for vta
     aie: object = None  # targets.aie.AIEConfig for aie
+    hls: object = None  # targets.hls.FPGADevice for hls
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -76,6 +77,10 @@ class Target(metaclass=_Detecting):
             if self.aie is None:
                 raise TilewrightError("an aie target needs its configuration (aie=AIEConfig(...)); Target('aie') "
                                       "builds the default one")
+        elif self.kind == "hls":
+            if self.hls is None:
+                raise TilewrightError("an hls target needs its FPGA's facts (hls=FPGADevice(...)); Target('hls') "
+                                      "builds the VU9P, 'hls -device=zu9eg' another part")
         elif self.kind != "cpu" and self.gpu is None:
             raise TilewrightError(f"a {self.kind} target needs its device facts (gpu=GpuFacts(...)); "
                                   f"Target({self.kind!r}) detects them")
@@ -166,6 +171,8 @@ class Target(metaclass=_Detecting):
             return self.vta.key
         if self.aie is not None:
             return self.aie.key
+        if self.hls is not None:
+            return self.hls.key
         feats = ",".join(sorted(self.features))
         caches = ",".join(f"L{lvl}{kind[0]}{size // 1024}K" for lvl, kind, size in sorted(self.caches))
         units = ""
@@ -208,6 +215,8 @@ class Target(metaclass=_Detecting):
             return f"vta: {self.vta.describe()} (simulated)"
         if self.aie is not None:
             return f"aie: {self.aie.describe()} (simulated)"
+        if self.hls is not None:
+            return f"hls: {self.hls.describe()} (C simulation, modelled cycles)"
         vec = f"{self.vector_bytes * 8}-bit vectors" if self.vector_bytes else "scalar"
         if self.vector_bytes * 8 > self.fma_bits:
             vec += f" on {self.fma_bits}-bit units"
