@@ -6,7 +6,7 @@ the event-level simulation of each design, FPGA'15's own point (AlexNet, VC707, 
 its published 61.62 GFLOPS, and every searched design's HLS C++ against the te reference by C
 simulation on the layer with its spatial size divided by `--scale` (int8 bit for bit).
 
-    python -m tilewright.bench.hls_yolo --trials 3000 --out benchmarks/results/hls"""
+    python -m tilewright.bench.hls_yolo --trials 4000 --out benchmarks/results/hls"""
 
 from __future__ import annotations
 
@@ -151,7 +151,7 @@ def markdown(doc: dict, point: dict) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--trials", type=int, default=3000)
+    ap.add_argument("--trials", type=int, default=4000)
     ap.add_argument("--csim-trials", type=int, default=150)
     ap.add_argument("--device", default="vu9p", choices=sorted(DEVICES))
     ap.add_argument("--dtypes", default="float32,int8")

@@ -122,13 +122,18 @@ class HLSKernel:
                 "simulated_cycles": simulate(self.form, self.design, self.device),
                 "accumulator": self.project.acc_type}
 
-    def export(self, directory) -> Path:
-        """Write the project (kernel, header, testbench, Tcl script, our tw_hls.h) to `directory`."""
+    def export(self, directory, data=None) -> Path:
+        """Write the project (kernel, header, testbench, Tcl script, our tw_hls.h) to `directory`; with
+        `data` = (a, b, expected output) arrays, also the testbench's a.bin, b.bin and y.bin."""
         out = Path(directory)
         out.mkdir(parents=True, exist_ok=True)
         for name, text in self.project.files.items():
             (out / name).write_text(text)
         (out / "tw_hls.h").write_text(HEADER.read_text())
+        if data is not None:
+            tensors = [o.source for o in self.form.operands] + [self.form.output]
+            for fname, arr, t in zip(("a.bin", "b.bin", "y.bin"), data, tensors):
+                np.ascontiguousarray(arr, dtype=t.dtype.name).tofile(out / fname)
         return out
 
 

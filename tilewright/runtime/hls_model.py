@@ -170,9 +170,9 @@ def estimate(form: HLSForm, d: HLSDesign, dev, check_resources: bool = True) -> 
     terms = {"read": c.read_stream, "compute": c.compute, "write": c.write_stream}
     bound = max(terms, key=terms.get)
     compute_path = mem_first + per_pipe * terms[bound] + max(0.0, c.mem_write - c.drain)
-    # (the other pipelines' last writes overlap the last round's compute)
-    tail = c.fill + c.loop + c.depth + c.drain
-    memory_path = per_pipe * c.memory + max(0.0, tail - (d.pipelines - 1) / d.pipelines * c.mem_write)
+    # (the last tiles' writes, counted in the traffic, overlap that compute and its drain)
+    tail = c.fill + c.loop + c.depth + max(c.drain, c.mem_write / d.pipelines)
+    memory_path = per_pipe * c.memory + max(0.0, tail - c.mem_write)
     if memory_path > compute_path:
         bound = "memory"
     total = 2 * dev.memory_latency + max(compute_path, memory_path)

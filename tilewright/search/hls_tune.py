@@ -83,6 +83,23 @@ class HLSTuneResult:
         return build_operator(self.args, self.target, self.design)
 
 
+def _walk(strategy, space, first, trials: int, record) -> None:
+    """One search walk of `trials` proposals (a repeat counts; each point is costed once), `first` first."""
+    proposed = 0
+    while proposed < trials:
+        points = first[:trials - proposed] or strategy.propose(min(8, trials - proposed))
+        first = []
+        if not points:
+            break
+        proposed += len(points)
+        costs = []
+        for p in points:
+            cost, err = space.cost(p)
+            costs.append(cost)
+            record(p, cost, err)
+        strategy.observe(points, costs)
+
+
 def tune_operator(tensors, target, trials: int = 400, method: str = "q", seed: int = 0, records=None,
                   **options) -> HLSTuneResult:
     if options:
@@ -96,38 +113,33 @@ def tune_operator(tensors, target, trials: int = 400, method: str = "q", seed: i
     form = form_of(args)
     store = Records(records) if isinstance(records, (str, Path)) else (records or active_records())
     space = hls_space(form, dev)
-    strategy = make_strategy(method, space, seed)
     key, run_id = workload_key(form), uuid.uuid4().hex[:12]
     history: list = []
     seen: set = set()
-    first = []
+
+    def record(p, cost, err):
+        if p in seen:
+            return
+        seen.add(p)
+        design = design_at(space, p) if math.isfinite(cost) else None
+        history.append((design, cost, err))
+        if store is not None:
+            store.add(Record(key, dev.key, p.to_json(), json.dumps(design.to_json() if design else {}),
+                             (cost,) if math.isfinite(cost) else (), "none" if design else "instantiate", err,
+                             method, seed, run_id, __version__, now(), f"{form.output.name} {design}"))
+
+    seeds = []
     for design in [default_design(form, dev), *heuristic_designs(space)]:
         try:
-            first.append(point_of(space, design))
+            seeds.append(point_of(space, design))
         except (ValueError, ScheduleError, LoweringError):
             continue
-    default_cycles = space.cost(first[0])[0] if first else math.inf
-    proposed = 0
-    while proposed < trials:  # a repeated proposal counts as a trial; each point is costed once
-        points = first[:trials - proposed] or strategy.propose(min(8, trials - proposed))
-        first = []
-        if not points:
-            break
-        proposed += len(points)
-        costs = []
-        for p in points:
-            cost, err = space.cost(p)
-            costs.append(cost)
-            if p in seen:
-                continue
-            seen.add(p)
-            design = design_at(space, p) if math.isfinite(cost) else None
-            history.append((design, cost, err))
-            if store is not None:
-                store.add(Record(key, dev.key, p.to_json(), json.dumps(design.to_json() if design else {}),
-                                 (cost,) if math.isfinite(cost) else (), "none" if design else "instantiate", err,
-                                 method, seed, run_id, __version__, now(), f"{form.output.name} {design}"))
-        strategy.observe(points, costs)
+    default_cycles = space.cost(seeds[0])[0] if seeds else math.inf
+    # two walks, from the heuristic points and from the default alone (a walk settles near where it starts)
+    walks = [(make_strategy(method, space, seed + 1), seeds, trials - trials // 2),
+             (make_strategy(method, space, seed), seeds[:1], trials // 2)]
+    for strategy, first, budget in walks:
+        _walk(strategy, space, first, budget, record)
     ok = [(c, d) for d, c, _ in history if math.isfinite(c)]
     if not ok:
         raise TilewrightError(f"HLS search of '{form.output.name}': none of {len(history)} designs fits "

@@ -122,7 +122,8 @@ def heuristic_designs(space: Space, per_pair: int = 2) -> list[HLSDesign]:
     """Starting points the search refines: for each pair of one spatial and one reduce axis, a PE
     array over the two sized to the DSPs (the most useful MACs a cycle, padding counted), its reduce
     tile one or eight arrays deep, windows (reduce axes with a small extent) whole in the tile, the
-    last two spatial axes tiled by up to 16, the widest beat, double buffers. Built from the
+    last two spatial axes tiled by their largest divisors up to 16 or 64, the widest beat, double
+    buffers. Built from the
     workload's axes, not a template."""
     form, dev = space.form, space.device
     budget = int(dev.dsp / dev.dsp_per_mac(form.in_dtype))
@@ -139,14 +140,14 @@ def heuristic_designs(space: Space, per_pair: int = 2) -> list[HLSDesign]:
                             if _fits(space, s_axis, us)
                             for ur in range(1, min(r_ext, budget // us) + 1) if _fits(space, r_axis, ur)),
                            reverse=True)
-            for (_, us, ur), depth in itertools.product(pairs[:per_pair], (1, 8)):
+            for (_, us, ur), depth, plane in itertools.product(pairs[:per_pair], (1, 8), (16, 64)):
                 if depth > 1 and not _fits(space, r_axis, ur * depth):
                     continue
                 tile = {n: 1 for n, _ in form.axes}
                 for n, e in form.reduce:
                     tile[n] = e if e <= 11 else 1
                 for n, e in form.spatial[-2:]:
-                    tile[n] = max(t for t in range(1, min(e, 16) + 1) if _fits(space, n, t))
+                    tile[n] = max(t for t in range(1, min(e, plane) + 1) if e % t == 0)
                 tile[s_axis], tile[r_axis] = us, ur * depth
                 unroll = {n: 1 for n, _ in form.axes}
                 unroll[s_axis], unroll[r_axis] = us, ur
