@@ -92,6 +92,21 @@ def choose_tm_tn(layers, device, dtype: str = "float32", min_dsp_share: float = 
     return best
 
 
+def best_per_layer(layer, device, dtype: str = "float32", min_dsp_share: float = 0.85, tm_step: int = 4):
+    """(estimate, design, Tr, padded form, Tm, Tn) of FPGA'15's tiling with its own <Tm, Tn> for this
+    layer alone: the strongest form of the baseline (the paper fixes one array for the network)."""
+    budget = device.dsp / device.dsp_per_mac(dtype)
+    best = None
+    for tm in range(tm_step, 513, tm_step):
+        for tn in range(1, 65):
+            if not min_dsp_share * budget <= tm * tn <= budget:
+                continue
+            got = layer_design(layer, tm, tn, device, dtype)
+            if got is not None and (best is None or got[0].cycles < best[0].cycles):
+                best = (*got, tm, tn)
+    return best
+
+
 def fpga15_point(device) -> dict:
     """The paper's own point: AlexNet at <64, 7> on `device` (the VC707 preset)."""
     got = network_time(ALEXNET, *FPGA15_TM_TN, device)
@@ -109,5 +124,5 @@ def layer_flops(layer) -> int:
     return 2 * m * n * out * out * k * k * (layer[6] if len(layer) > 6 else 1)
 
 
-__all__ = ["ALEXNET", "FPGA15_GFLOPS", "FPGA15_TM_TN", "choose_tm_tn", "conv_form", "fpga15_point", "layer_design",
-           "layer_flops", "network_time"]
+__all__ = ["ALEXNET", "FPGA15_GFLOPS", "FPGA15_TM_TN", "best_per_layer", "choose_tm_tn", "conv_form", "fpga15_point",
+           "layer_design", "layer_flops", "network_time"]

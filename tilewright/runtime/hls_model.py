@@ -170,8 +170,9 @@ def estimate(form: HLSForm, d: HLSDesign, dev, check_resources: bool = True) -> 
     terms = {"read": c.read_stream, "compute": c.compute, "write": c.write_stream}
     bound = max(terms, key=terms.get)
     compute_path = mem_first + per_pipe * terms[bound] + max(0.0, c.mem_write - c.drain)
-    # (the last tiles' writes, counted in the traffic, overlap that compute and its drain)
-    tail = c.fill + c.loop + c.depth + max(c.drain, c.mem_write / d.pipelines)
+    # (its unpacking streams with its read; the last tiles' writes, counted in the traffic, overlap
+    # the loop nest and the drain)
+    tail = c.loop + c.depth + max(c.drain, c.mem_write / d.pipelines)
     memory_path = per_pipe * c.memory + max(0.0, tail - c.mem_write)
     if memory_path > compute_path:
         bound = "memory"
