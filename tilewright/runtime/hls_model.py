@@ -170,13 +170,20 @@ def estimate(form: HLSForm, d: HLSDesign, dev, check_resources: bool = True) -> 
     terms = {"read": c.read_stream, "compute": c.compute, "write": c.write_stream}
     bound = max(terms, key=terms.get)
     compute_path = mem_first + per_pipe * terms[bound] + max(0.0, c.mem_write - c.drain)
-    # (its unpacking streams with its read; the last tiles' writes, counted in the traffic, overlap
-    # the loop nest and the drain)
+    # (its unpacking streams with its read; the writes still queued behind the last read, the last
+    # tiles' and, where every round ends a tile, the previous ones', overlap the loop nest and drain)
+    nred = reduce_tiles(form, d)
+    tiles = output_tiles(form, d) // d.pipelines
     tail = c.loop + c.depth + max(c.drain, c.mem_write / d.pipelines)
-    memory_path = per_pipe * c.memory + max(0.0, tail - c.mem_write)
-    if memory_path > compute_path:
-        bound = "memory"
-    total = 2 * dev.memory_latency + max(compute_path, memory_path)
+    queued = c.mem_write * (2 if nred == 1 and tiles > 1 else 1)
+    memory_path = per_pipe * c.memory + max(0.0, tail - queued)
+    # a tile's write holds DDR while the compute stage has only the rounds it buffered (the read FIFO's
+    # one, and the second buffer set) to work on
+    buffered = 2 if d.double_buffer else 1
+    write_path = tiles * (c.mem_write + max(0, nred - buffered) * c.compute) + mem_first
+    paths = {bound: compute_path, "memory": memory_path, "write": write_path}
+    bound = max(paths, key=paths.get)
+    total = 2 * dev.memory_latency + paths[bound]
     ii, why = initiation_interval(form, d)
     dsp, bram, luts = resources(form, d, dev)
     cycles = int(math.ceil(total))
