@@ -7,7 +7,8 @@ stream to the compute stage, one beat per cycle. C: unpacking the beats into the
 buffers, the pipelined loop nest (trip count x II, plus the pipeline's depth), the two overlapped
 when the buffers are doubled, and, once per output tile, draining the accumulators a beat per
 cycle. W: the output tile to DDR, once per output tile, spread over its rounds. The stages overlap
-(a DATAFLOW region).
+(a DATAFLOW region); the total is the longest of the compute path (rounds at the slowest stage), the
+memory path (all DDR traffic) and the write path (a tile's write outlasting the buffered rounds).
 
 Everything here is an estimate (no synthesis runs): `runtime/hls_des.py` checks the closed form
 against an event-level simulation of the same design."""
