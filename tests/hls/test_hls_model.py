@@ -75,5 +75,6 @@ def test_an_ii_the_design_cannot_meet_is_an_error():
     f = _conv()
     d = design_of(f, _axes(f, o=8, h=7, w=28, rc=4, rh=3, rw=3), _axes(f, o=8, rc=4))
     estimate(f, HLSDesign(d.tile, d.unroll, d.partition, ii=1), VU9P)
-    with pytest.raises(ScheduleError, match=r"II 1 was asked for but the design cannot meet it \(a needs II 2, b needs II 16\)"):
+    with pytest.raises(ScheduleError, match=r"II 1 was asked for but the design cannot meet it "
+                                            r"\(a needs II 2, b needs II 16\)"):
         estimate(f, HLSDesign(d.tile, d.unroll, (1, 1, d.partition[2]), ii=1), VU9P)
