@@ -24,6 +24,7 @@ from ..runtime.aie_kernel import AIEKernel
 from ..space.aie import aie_space, default_schedule, point_of, schedule_of
 from ..space.space import Point
 from . import make_strategy
+from .model_walk import walk
 
 
 def _form(args, target):
@@ -96,33 +97,25 @@ def tune_operator(tensors, target, trials: int = 60, method: str = "q", seed: in
     key, run_id = workload_key(form), uuid.uuid4().hex[:12]
     history: list = []
     seen: set[Point] = set()
-    proposed = 0
     try:  # the plain vectorizer's point first, where the space has it (its vector axis fills the lanes)
         first = [point_of(space, VyasaSchedule(**{**asdict(default_schedule(form)), **(passes or {})}))]
     except ValueError:
         first = []
     first_is_default = bool(first)
-    while proposed < trials:  # a repeated proposal counts as a trial; each point is costed once
-        points = first or strategy.propose(min(8, trials - proposed))
-        first = []
-        if not points:
-            break
-        proposed += len(points)
-        costs = []
-        for p in points:
-            sched = schedule_of(space, p)
-            cost, err = space.cost(p)
+
+    def record(p, cost, err):  # each point is costed once and recorded once
+        if p in seen:
+            return
+        seen.add(p)
+        sched = schedule_of(space, p)
+        history.append((sched, cost, err))
+        if store is not None and not passes:
             kind = "none" if math.isfinite(cost) else "instantiate"
-            costs.append(cost)
-            if p in seen:
-                continue
-            seen.add(p)
-            history.append((sched, cost, err))
-            if store is not None and not passes:
-                store.add(Record(key, cfg.key, p.to_json(), json.dumps(asdict(sched)),
-                                 (cost,) if math.isfinite(cost) else (), kind, err, method, seed, run_id,
-                                 __version__, now(), f"{form.output.name} {sched}"))
-        strategy.observe(points, costs)
+            store.add(Record(key, cfg.key, p.to_json(), json.dumps(asdict(sched)),
+                             (cost,) if math.isfinite(cost) else (), kind, err, method, seed, run_id,
+                             __version__, now(), f"{form.output.name} {sched}"))
+
+    walk(strategy, space, first, trials, record)
     ok = [(c, s) for s, c, _ in history if math.isfinite(c)]
     if not ok:
         raise TilewrightError(f"AIE tuning of '{form.output.name}': none of {len(history)} schedules is valid; "

@@ -23,6 +23,7 @@ from ..runtime.hls_kernel import HLSKernel
 from ..runtime.hls_model import estimate, over_budget
 from ..space.hls import default_design, design_at, heuristic_designs, hls_space, point_of
 from . import make_strategy
+from .model_walk import walk
 
 
 def form_of(args) -> HLSForm:
@@ -83,23 +84,6 @@ class HLSTuneResult:
         return build_operator(self.args, self.target, self.design)
 
 
-def _walk(strategy, space, first, trials: int, record) -> None:
-    """One search walk of `trials` proposals (a repeat counts; each point is costed once), `first` first."""
-    proposed = 0
-    while proposed < trials:
-        points = first[:trials - proposed] or strategy.propose(min(8, trials - proposed))
-        first = []
-        if not points:
-            break
-        proposed += len(points)
-        costs = []
-        for p in points:
-            cost, err = space.cost(p)
-            costs.append(cost)
-            record(p, cost, err)
-        strategy.observe(points, costs)
-
-
 def tune_operator(tensors, target, trials: int = 400, method: str = "q", seed: int = 0, records=None,
                   **options) -> HLSTuneResult:
     if options:
@@ -139,7 +123,7 @@ def tune_operator(tensors, target, trials: int = 400, method: str = "q", seed: i
     walks = [(make_strategy(method, space, seed + 1), seeds, trials - trials // 2),
              (make_strategy(method, space, seed), seeds[:1], trials // 2)]
     for strategy, first, budget in walks:
-        _walk(strategy, space, first, budget, record)
+        walk(strategy, space, first, budget, record)
     ok = [(c, d) for d, c, _ in history if math.isfinite(c)]
     if not ok:
         raise TilewrightError(f"HLS search of '{form.output.name}': none of {len(history)} designs fits "
