@@ -18,9 +18,8 @@ import numpy as np
 from ..errors import TilewrightError
 from ..reference import evaluate
 from ..runtime.hls_des import simulate
-from ..runtime.hls_kernel import HLSKernel
 from ..runtime.hls_model import estimate
-from ..search.hls_tune import tune_operator
+from ..search.hls_tune import form_of, tune_operator
 from ..targets import Target
 from ..targets.hls import DEVICES
 from ..workloads import suite
@@ -61,7 +60,7 @@ def csim_check(layer, dtype: str, scale: int, trials: int, target, seed: int = 0
     """Search the scaled layer, generate its HLS C++, run it by C simulation, compare with the reference."""
     args = conv_tensors(layer, dtype, scale)
     res = tune_operator(args, target, trials=trials, seed=seed, records=None)
-    kernel = HLSKernel(_form(args), res.design, target.hls, name="tw_csim")
+    kernel = res.build()
     a, b = _inputs(args, np.random.default_rng(seed))
     got = np.zeros(args[-1].shape, args[-1].dtype.name)
     t0 = time.perf_counter()
@@ -83,12 +82,6 @@ def _compile(cs: dict) -> str:
     return "compiled earlier, cached" if cs["cached"] else f"{cs['compile_s']} s to compile"
 
 
-def _form(args):
-    from ..search.hls_tune import form_of
-
-    return form_of(args)
-
-
 def run(trials: int, dtype: str, device_name: str, scale: int, csim_trials: int) -> dict:
     target = Target(f"hls -device={device_name}")
     dev = target.hls
@@ -103,7 +96,7 @@ def run(trials: int, dtype: str, device_name: str, scale: int, csim_trials: int)
     for (name, spec), (b_est, b_design, tr, b_form, _) in zip(layers, base_rows):
         args = conv_tensors(spec, dtype)
         res = tune_operator(args, target, trials=trials, records=None)
-        form = _form(args)
+        form = form_of(args)
         est = estimate(form, res.design, dev)
         des = simulate(form, res.design, dev)
         macs = form.macs
