@@ -1,0 +1,33 @@
+"""The light profiler measures the rules' tiles, keeps every measurement in the records under the
+problem's class, answers a workload seen before from them, and tries a class's winners first."""
+
+import pytest
+from synthetic_targets import AVX2, host_runs
+
+from tilewright.kernels import GemmProblem, profile
+from tilewright.kernels.profiler import problem_class, workload_key
+from tilewright.records.store import Records
+
+pytestmark = pytest.mark.skipif(not host_runs(AVX2), reason="host lacks AVX2")
+
+
+def test_profile_records_and_reuses(tmp_path):
+    db = Records(tmp_path / "t.db")
+    p = GemmProblem(70, 48, 40)
+    first = profile(p, AVX2, ("bias", "relu"), records=db, limit=5, repeat=1, min_repeat_ms=1)
+    assert not first.reused and len(first.trials) == 5
+    assert all(t.error_kind == "none" for t in first.trials)
+    assert first.best_seconds == min(t.seconds for t in first.trials)
+    assert len(db.query(workload=workload_key(p, first.trials[0].tile and _ep()), target=AVX2.key)) == 5
+    again = profile(p, AVX2, ("bias", "relu"), records=db, limit=5)
+    assert again.reused and again.best == first.best and not again.trials
+    sibling = GemmProblem(80, 40, 36)
+    assert problem_class(sibling) == problem_class(p)
+    other = profile(sibling, AVX2, ("bias", "relu"), records=db, limit=2, repeat=1, min_repeat_ms=1)
+    assert other.trials[0].tile == first.best  # the class's winner is tried first
+    assert "GFLOPS" in other.report()
+
+
+def _ep():
+    from tilewright.kernels import Epilogue
+    return Epilogue(("bias", "relu"))

@@ -1,0 +1,227 @@
+"""C for the CPU template's outer levels: per stage, the reduction-block table, how a register
+tile finds its input rows (a matrix's rows, or the output pixels' windows of a padded NHWC
+input: an implicit GEMM with no im2col buffer), the epilogue on each finished tile, and the
+task loop (row blocks x column blocks across threads). A b2b kernel runs two stages per row
+block, the first into a thread-owned intermediate that the second reads while it is in cache."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..codegen.c import entry_points
+from .cpu_microkernel import microkernels, prelude
+from .cpu_tiles import CpuTile
+from .epilogue import Epilogue
+from .problem import ConvProblem, GemmProblem
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One GEMM-shaped stage: `problem` read from `source` ("matrix" rows of stride `lda`, or "conv"),
+    its epilogue, and how many output columns it stores (`store_cols`: N, or the padded width of an
+    intermediate that the next stage reads)."""
+    index: int
+    problem: GemmProblem | ConvProblem
+    epilogue: Epilogue
+    tile: CpuTile
+    lda: int
+    store_cols: int
+
+    @property
+    def n_padded(self) -> int:
+        return math.ceil(self.problem.N / self.tile.nr) * self.tile.nr
+
+    def k_blocks(self) -> list[tuple[list[int], int, int]]:
+        """(segment offsets into an input row, segment length, offset into the packed reduction) per block."""
+        p, kc = self.problem, self.tile.kc
+        if isinstance(p, GemmProblem):
+            return [([k0], min(kc, p.K - k0), k0) for k0 in range(0, p.K, kc)]
+        wp = p.W + 2 * p.pad
+        taps = [((kh * p.dilation) * wp + kw * p.dilation) * p.IC for kh in range(p.KH) for kw in range(p.KW)]
+        if p.IC >= kc:
+            return [([off + c0], min(kc, p.IC - c0), t * p.IC + c0)
+                    for t, off in enumerate(taps) for c0 in range(0, p.IC, kc)]
+        group = max(1, kc // p.IC)
+        return [(taps[t0:t0 + group], p.IC, t0 * p.IC) for t0 in range(0, len(taps), group)]
+
+
+def _table(st: Stage) -> str:
+    blocks = st.k_blocks()
+    width = max(len(b[0]) for b in blocks)
+    i = st.index
+    segs = ", ".join("{" + ", ".join(str(s) for s in b[0] + [0] * (width - len(b[0]))) + "}" for b in blocks)
+    return (f"#define TW_S{i}_NKB {len(blocks)}\n"
+            f"static const int tw_s{i}_nseg[] = {{{', '.join(str(len(b[0])) for b in blocks)}}};\n"
+            f"static const int tw_s{i}_len[] = {{{', '.join(str(b[1]) for b in blocks)}}};\n"
+            f"static const long tw_s{i}_koff[] = {{{', '.join(str(b[2]) for b in blocks)}}};\n"
+            f"static const long tw_s{i}_seg[][{width}] = {{{segs}}};")
+
+
+def _rows(st: Stage) -> str:
+    p, i = st.problem, st.index
+    head = f"static inline void tw_s{i}_rows(long ir, int m, const float *src, const float **rows) {{\n"
+    if isinstance(p, GemmProblem):
+        return head + f"  for (int r = 0; r < m; ++r) rows[r] = src + (ir + r) * {st.lda}L;\n}}"
+    hp, wp = p.H + 2 * p.pad, p.W + 2 * p.pad
+    return head + (f"  for (int r = 0; r < m; ++r) {{\n"
+                   f"    long pix = ir + r, n = pix / {p.OH * p.OW}L, rem = pix % {p.OH * p.OW}L;\n"
+                   f"    long oh = rem / {p.OW}L, ow = rem % {p.OW}L;\n"
+                   f"    rows[r] = src + ((n * {hp}L + oh * {p.stride}L) * {wp}L + ow * {p.stride}L) * {p.IC}L;\n"
+                   "  }\n}")
+
+
+def _epilogue(st: Stage) -> str:
+    i, ep, nrv, nr = st.index, st.epilogue, st.tile.nrv, st.tile.nr
+    body = "\n".join("      " + line for line in ep.c_body().splitlines())
+    return (f"static inline void tw_s{i}_epi(float *tile, int m, long jr, int cols, const float *bias,\n"
+            "                               const float *res, long ldres) {\n"
+            "  (void)jr; (void)cols; (void)bias; (void)res; (void)ldres;\n"
+            "  for (int r = 0; r < m; ++r) {\n"
+            f"    for (int q = 0; q < {nrv}; ++q) {{\n"
+            f"      tw_vf v = tw_load(tile + r * {nr} + q * TW_L), bv = {{0}}, rv = {{0}};\n"
+            "      (void)bv; (void)rv;\n"
+            + ("      bv = tw_load_aligned(bias + jr + q * TW_L);\n" if ep.bias else "")
+            + (f"      if (cols == {nr}) rv = tw_load(res + r * ldres + jr + q * TW_L);\n"
+               "      else for (int e = 0; e < TW_L && q * TW_L + e < cols; ++e)\n"
+               "        rv[e] = res[r * ldres + jr + q * TW_L + e];\n"
+               if ep.residual else "")
+            + f"{body}\n"
+            f"      tw_store(tile + r * {nr} + q * TW_L, v);\n"
+            "    }\n  }\n}")
+
+
+def _block(st: Stage) -> str:
+    i, p, mr, nr = st.index, st.problem, st.tile.mr, st.tile.nr
+    return f"""static void tw_s{i}_block(const float *src, long m0, long mlen, long n0, long nlen, const float *bp_all,
+                        const float *bias, const float *res, long ldres, float *out, long ldo) {{
+  const float *rows[{mr}];
+  float tile[{mr} * {nr}] __attribute__((aligned(64)));
+  for (int b = 0; b < TW_S{i}_NKB; ++b) {{
+    int last = b == TW_S{i}_NKB - 1;
+    for (long jr = n0; jr < n0 + nlen; jr += {nr}) {{
+      const float *bp = bp_all + (jr / {nr}) * {p.K}L * {nr} + tw_s{i}_koff[b] * {nr};
+      int cols = {st.store_cols}L - jr < {nr} ? (int)({st.store_cols}L - jr) : {nr};
+      for (long ir = m0; ir < m0 + mlen; ir += {mr}) {{
+        int m = m0 + mlen - ir < {mr} ? (int)(m0 + mlen - ir) : {mr};
+        float *c = out + (ir - m0) * ldo + jr;
+        tw_s{i}_rows(ir, m, src, rows);
+        if (!last && cols == {nr}) {{
+          tw_ukr{i}(m, tw_s{i}_nseg[b], tw_s{i}_seg[b], tw_s{i}_len[b], rows, bp, b ? c : 0, ldo, c, ldo);
+          continue;
+        }}
+        if (b) for (int r = 0; r < m; ++r) memcpy(tile + r * {nr}, c + r * ldo, (size_t)cols * sizeof(float));
+        tw_ukr{i}(m, tw_s{i}_nseg[b], tw_s{i}_seg[b], tw_s{i}_len[b], rows, bp, b ? tile : 0, {nr}, tile, {nr});
+        if (last) tw_s{i}_epi(tile, m, jr, cols, bias, res ? res + (ir - m0) * ldres : 0, ldres);
+        for (int r = 0; r < m; ++r) memcpy(c + r * ldo, tile + r * {nr}, (size_t)cols * sizeof(float));
+      }}
+    }}
+  }}
+}}"""
+
+
+def _pad_input(p: ConvProblem) -> str:
+    """The zero-padded NHWC copy of the input that the tiles read (borders zeroed once, the interior
+    copied on every call: its time is part of the kernel's)."""
+    hp, wp = p.H + 2 * p.pad, p.W + 2 * p.pad
+    size = p.batch * hp * wp * p.IC
+    return f"""static float *tw_xpad;
+static const float *tw_pad_input(const float *x) {{
+  if (!tw_xpad) {{
+    tw_xpad = aligned_alloc(64, ({size}L * sizeof(float) + 63) / 64 * 64);
+    if (!tw_xpad) return 0;
+    memset(tw_xpad, 0, {size}L * sizeof(float));
+  }}
+  #pragma omp parallel for schedule(static)
+  for (long nh = 0; nh < {p.batch * p.H}L; ++nh) {{
+    long n = nh / {p.H}L, h = nh % {p.H}L;
+    memcpy(tw_xpad + ((n * {hp}L + h + {p.pad}L) * {wp}L + {p.pad}L) * {p.IC}L, x + nh * {p.W * p.IC}L,
+           {p.W * p.IC}L * sizeof(float));
+  }}
+  return tw_xpad;
+}}"""
+
+
+def _source_of(first: Stage) -> str:
+    p = first.problem
+    if isinstance(p, ConvProblem) and p.pad:
+        return "  const float *src = tw_pad_input(x);\n  if (!src) return 1;\n"
+    return "  const float *src = x;\n"
+
+
+def single_source(problem, epilogue: Epilogue, tile: CpuTile) -> str:
+    """A GEMM or convolution kernel: tw_call(args) with args = x, packed weight, [padded bias],
+    [residual], out."""
+    lda = problem.K if isinstance(problem, GemmProblem) else 0
+    st = Stage(0, problem, epilogue, tile, lda, problem.N)
+    M, N, npad = problem.M, problem.N, st.n_padded
+    parts = [prelude(tile), microkernels(tile, "0"), _table(st), _rows(st), _epilogue(st), _block(st)]
+    if isinstance(problem, ConvProblem) and problem.pad:
+        parts.append(_pad_input(problem))
+    parts.append(f"""int32_t tw_kernel(const float *x, const float *bp, const float *bias, const float *res,
+                  float *out) {{
+{_source_of(st)}  #pragma omp parallel for collapse(2) schedule(dynamic, 1)
+  for (long bm = 0; bm < {math.ceil(M / tile.mc)}L; ++bm)
+    for (long bn = 0; bn < {math.ceil(npad / tile.nc)}L; ++bn) {{
+      long m0 = bm * {tile.mc}L, n0 = bn * {tile.nc}L;
+      long mlen = {M}L - m0 < {tile.mc}L ? {M}L - m0 : {tile.mc}L;
+      long nlen = {npad}L - n0 < {tile.nc}L ? {npad}L - n0 : {tile.nc}L;
+      tw_s0_block(src, m0, mlen, n0, nlen, bp, bias, res ? res + m0 * {N}L : 0, {N}L, out + m0 * {N}L, {N}L);
+    }}
+  return 0;
+}}""")
+    names = ["x", "bp"] + (["bias"] if epilogue.bias else []) + (["res"] if epilogue.residual else []) + ["out"]
+    call = _call(names)
+    parts += entry_points(call, call)
+    return "\n\n".join(parts) + "\n"
+
+
+def b2b_source(first, second: GemmProblem, epilogues: tuple[Epilogue, Epilogue], tile: CpuTile,
+               tile1: CpuTile) -> str:
+    """Two stages per row block: stage 0 (a GEMM or conv, `tile`) into the thread's intermediate T
+    [mc x N0 padded], stage 1 (a GEMM over T's first N0 columns, its own register tile `tile1` of the
+    same vector width) into out."""
+    lda0 = first.K if isinstance(first, GemmProblem) else 0
+    s0 = Stage(0, first, epilogues[0], tile, lda0, 0)
+    s0 = Stage(0, first, epilogues[0], tile, lda0, s0.n_padded)
+    s1 = Stage(1, second, epilogues[1], tile1, s0.n_padded, second.N)
+    M, n0p, N1, n1p = first.M, s0.n_padded, second.N, s1.n_padded
+    if tile1.vec_bytes != tile.vec_bytes:
+        raise ValueError("both stages of a b2b kernel use one vector width")
+    parts = [prelude(tile), microkernels(tile, "0"), microkernels(tile1, "1")]
+    for st in (s0, s1):
+        parts += [_table(st), _rows(st), _epilogue(st), _block(st)]
+    if isinstance(first, ConvProblem) and first.pad:
+        parts.append(_pad_input(first))
+    parts.append(f"""int32_t tw_kernel(const float *x, const float *bp0, const float *bias0, const float *bp1,
+                  const float *bias1, const float *res, float *out) {{
+{_source_of(s0)}  int32_t failed = 0;
+  #pragma omp parallel
+  {{
+    float *t = aligned_alloc(64, {tile.mc * n0p}L * sizeof(float));
+    if (!t) {{
+      #pragma omp atomic write
+      failed = 1;
+    }}
+    #pragma omp for schedule(dynamic, 1)
+    for (long bm = 0; bm < {math.ceil(M / tile.mc)}L; ++bm) {{
+      if (!t) continue;
+      long m0 = bm * {tile.mc}L, mlen = {M}L - m0 < {tile.mc}L ? {M}L - m0 : {tile.mc}L;
+      tw_s0_block(src, m0, mlen, 0, {n0p}L, bp0, bias0, 0, 0, t, {n0p}L);
+      tw_s1_block(t, 0, mlen, 0, {n1p}L, bp1, bias1, res ? res + m0 * {N1}L : 0, {N1}L, out + m0 * {N1}L, {N1}L);
+    }}
+    free(t);
+  }}
+  return failed;
+}}""")
+    names = (["x", "bp0"] + (["bias0"] if epilogues[0].bias else []) + ["bp1"]
+             + (["bias1"] if epilogues[1].bias else []) + (["res"] if epilogues[1].residual else []) + ["out"])
+    call = _call(names, b2b=True)
+    parts += entry_points(call, call)
+    return "\n\n".join(parts) + "\n"
+
+
+def _call(names: list[str], b2b: bool = False) -> str:
+    slots = ["x", "bp0", "bias0", "bp1", "bias1", "res", "out"] if b2b else ["x", "bp", "bias", "res", "out"]
+    args = [f"(float *)tw_args[{names.index(s)}]" if s in names else "0" for s in slots]
+    return f"tw_kernel({', '.join(args)})"

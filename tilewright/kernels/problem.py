@@ -1,0 +1,145 @@
+"""The problems a CPU template computes, as plain data with a NumPy reference.
+
+A problem is a GEMM `out[M, N] = epilogue(A[M, K] @ B[K, N])` where B is a constant weight
+(packed once, as a deployed model packs it), or an NHWC convolution computed as an implicit
+GEMM: rows are output pixels (n, oh, ow), columns output channels, and the reduction runs over
+(kh, kw, ic) of a weight laid out HWIO."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ShapeError
+
+
+def _positive(what: str, **dims) -> None:
+    for name, v in dims.items():
+        if not isinstance(v, (int, np.integer)) or v < 1:
+            raise ShapeError(f"{what}: {name} must be a positive integer, got {v!r}")
+
+
+@dataclass(frozen=True)
+class GemmProblem:
+    """out[M, N] = A[M, K] @ B[K, N] (B constant)."""
+    M: int
+    N: int
+    K: int
+
+    def __post_init__(self):
+        _positive("GemmProblem", M=self.M, N=self.N, K=self.K)
+
+    @property
+    def rows(self) -> int:
+        return self.M
+
+    @property
+    def reduction(self) -> int:
+        return self.K
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.M * self.N * self.K
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        return (self.M, self.K)
+
+    @property
+    def weight_shape(self) -> tuple[int, ...]:
+        return (self.K, self.N)
+
+    @property
+    def output_shape(self) -> tuple[int, ...]:
+        return (self.M, self.N)
+
+    @property
+    def name(self) -> str:
+        return f"gemm_{self.M}x{self.N}x{self.K}"
+
+    def reference(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return a.astype(np.float64) @ b.astype(np.float64)
+
+
+@dataclass(frozen=True)
+class ConvProblem:
+    """NHWC conv2d: x[batch, H, W, IC] * w[KH, KW, IC, OC] -> out[batch, OH, OW, OC]."""
+    batch: int
+    H: int
+    W: int
+    IC: int
+    OC: int
+    KH: int
+    KW: int
+    stride: int = 1
+    pad: int = 0
+    dilation: int = 1
+
+    def __post_init__(self):
+        _positive("ConvProblem", batch=self.batch, H=self.H, W=self.W, IC=self.IC, OC=self.OC, KH=self.KH,
+                  KW=self.KW, stride=self.stride, dilation=self.dilation)
+        if self.pad < 0:
+            raise ShapeError(f"ConvProblem: pad must be >= 0, got {self.pad}")
+        if self.OH < 1 or self.OW < 1:
+            raise ShapeError(f"ConvProblem: a {self.KH}x{self.KW} kernel (dilation {self.dilation}) does not fit the "
+                             f"{self.H}x{self.W} input padded by {self.pad}")
+
+    @property
+    def OH(self) -> int:
+        return (self.H + 2 * self.pad - self.dilation * (self.KH - 1) - 1) // self.stride + 1
+
+    @property
+    def OW(self) -> int:
+        return (self.W + 2 * self.pad - self.dilation * (self.KW - 1) - 1) // self.stride + 1
+
+    @property
+    def M(self) -> int:
+        return self.batch * self.OH * self.OW
+
+    @property
+    def N(self) -> int:
+        return self.OC
+
+    @property
+    def K(self) -> int:
+        return self.KH * self.KW * self.IC
+
+    rows = M
+    reduction = K
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.M * self.N * self.K
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        return (self.batch, self.H, self.W, self.IC)
+
+    @property
+    def weight_shape(self) -> tuple[int, ...]:
+        return (self.KH, self.KW, self.IC, self.OC)
+
+    @property
+    def output_shape(self) -> tuple[int, ...]:
+        return (self.batch, self.OH, self.OW, self.OC)
+
+    @property
+    def pointwise(self) -> bool:
+        """A 1x1, stride-1, unpadded conv: a GEMM over the pixels (what may follow in a b2b pair)."""
+        return self.KH == self.KW == self.stride == 1 and self.pad == 0
+
+    @property
+    def name(self) -> str:
+        return (f"conv_n{self.batch}_{self.H}x{self.W}_{self.IC}to{self.OC}_k{self.KH}x{self.KW}_s{self.stride}"
+                f"_p{self.pad}" + (f"_d{self.dilation}" if self.dilation > 1 else ""))
+
+    def reference(self, x: np.ndarray, w: np.ndarray) -> np.ndarray:
+        p, s, d = self.pad, self.stride, self.dilation
+        xp = np.pad(x.astype(np.float64), ((0, 0), (p, p), (p, p), (0, 0)))
+        out = np.zeros(self.output_shape)
+        for kh in range(self.KH):
+            for kw in range(self.KW):
+                patch = xp[:, kh * d: kh * d + s * (self.OH - 1) + 1: s, kw * d: kw * d + s * (self.OW - 1) + 1: s, :]
+                out += patch @ w[kh, kw].astype(np.float64)
+        return out

@@ -1,0 +1,182 @@
+"""Bolt's light profiler: measure the few tens of tiles the rules propose for a problem, each
+checked against the NumPy reference before its time counts, and keep every measurement in the
+records under the problem's class, so a later workload of the same class tries the class's
+winners first and a workload seen before is not measured again.
+
+A build that fails or a kernel that computes a wrong result is recorded with its error kind and
+the search goes on."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .. import __version__
+from ..errors import TilewrightError
+from ..records.store import Record, Records
+from ..runtime.aligned import aligned_copy
+from ..targets import Target
+from .b2b import B2BKernel, B2BProblem, b2b_tiles, check_residency
+from .cpu_tiles import CpuTile, check_tile, cpu_tiles
+from .epilogue import Epilogue
+from .problem import ConvProblem, GemmProblem
+from .template_kernel import TemplateKernel
+
+TOLERANCE = 2e-3  # of max(1, |reference|): fp32 sums in another order, vector transcendentals (<= 4 ulp)
+
+
+@dataclass(frozen=True)
+class Trial:
+    tile: CpuTile
+    seconds: float  # inf unless error_kind is "none"
+    error_kind: str = "none"
+    error_msg: str = ""
+
+
+@dataclass
+class ProfileResult:
+    problem: object
+    target: Target
+    best: CpuTile
+    best_seconds: float
+    trials: list[Trial] = field(default_factory=list)
+    wall_seconds: float = 0.0
+    reused: bool = False
+
+    @property
+    def gflops(self) -> float:
+        return self.problem.flops / self.best_seconds / 1e9
+
+    def report(self) -> str:
+        ok = [t for t in self.trials if t.error_kind == "none"]
+        bad = len(self.trials) - len(ok)
+        head = (f"{self.problem.name}: best {self.best} {self.best_seconds * 1e3:.3f} ms ({self.gflops:.1f} GFLOPS); "
+                + ("from the records, nothing measured" if self.reused else
+                   f"{len(ok)} tiles measured, {bad} failed, {self.wall_seconds:.1f} s"))
+        return head
+
+
+def problem_class(problem) -> str:
+    """Shapes that share winning tiles: the kind and each dimension's power-of-two bucket."""
+    def b(v: int) -> int:
+        return int(math.log2(max(1, v)))
+    if isinstance(problem, B2BProblem):
+        return f"b2b-{problem_class(problem.first)}-n{b(problem.second.N)}"
+    kind = "conv" if isinstance(problem, ConvProblem) else "gemm"
+    return f"{kind}-m{b(problem.M)}-n{b(problem.N)}-k{b(problem.K)}"
+
+
+def workload_key(problem, epilogue: Epilogue) -> str:
+    return f"template:{problem_class(problem)}:{problem.name}:{epilogue.name}"
+
+
+def _inputs(problem, seed: int) -> dict:
+    rng = np.random.default_rng(seed)
+    first = problem.first if isinstance(problem, B2BProblem) else problem
+    v = {"x": aligned_copy(rng.standard_normal(first.input_shape, dtype=np.float32))}
+    v["w0"] = rng.standard_normal(first.weight_shape, dtype=np.float32) / np.float32(math.sqrt(first.K))
+    v["b0"] = rng.standard_normal(first.N, dtype=np.float32)
+    if isinstance(problem, B2BProblem):
+        v["w1"] = rng.standard_normal(problem.second.weight_shape, dtype=np.float32) / np.float32(
+            math.sqrt(first.N))
+        v["b1"] = rng.standard_normal(problem.second.N, dtype=np.float32)
+    v["res"] = rng.standard_normal(problem.output_shape if not isinstance(problem, B2BProblem)
+                                   else problem.output_shape, dtype=np.float32)
+    return v
+
+
+def _kernel(problem, target, tile, epilogue, v):
+    if isinstance(problem, B2BProblem):
+        return B2BKernel(problem, target, tile, v["w0"], v["w1"], v["b0"], v["b1"])
+    return TemplateKernel(problem, target, tile, epilogue, v["w0"], v["b0"])
+
+
+def _reference(problem, epilogue, v) -> np.ndarray:
+    if isinstance(problem, B2BProblem):
+        return problem.reference(v["x"], v["w0"], v["w1"], v["b0"], v["b1"], v["res"])
+    acc = problem.reference(v["x"], v["w0"]).reshape(problem.M, problem.N)
+    return epilogue.apply(acc, v["b0"], v["res"].reshape(problem.M, problem.N)).reshape(problem.output_shape)
+
+
+def _candidates(problem, target: Target, store: Records | None, limit: int) -> list[CpuTile]:
+    rules = b2b_tiles(problem, target, limit) if isinstance(problem, B2BProblem) else \
+        cpu_tiles(target, problem.M, problem.N, problem.K, limit)
+    first = []
+    if store is not None:
+        prefix = f"template:{problem_class(problem)}:"
+        wins = {}
+        for r in store.query(target=target.key):
+            if r.workload.startswith(prefix) and r.error_kind == "none":
+                key = r.workload
+                if key not in wins or r.cost < wins[key][0]:
+                    wins[key] = (r.cost, r.point)
+        for _, point in sorted(wins.values()):
+            tile = CpuTile.from_dict(json.loads(point))
+            try:
+                check_residency(problem, tile, target) if isinstance(problem, B2BProblem) else check_tile(tile, target)
+            except TilewrightError:
+                continue
+            if tile not in first:
+                first.append(tile)
+    return (first + [t for t in rules if t not in first])[:limit]
+
+
+def profile(problem: GemmProblem | ConvProblem | B2BProblem, target: Target | str = "cpu",
+            epilogue: Epilogue | tuple = (), records: Records | str | None = None, limit: int = 24,
+            seed: int = 0, repeat: int = 3, min_repeat_ms: float = 20.0) -> ProfileResult:
+    """Measure up to `limit` tiles (the class's recorded winners first, then the rules' list) and return
+    the fastest correct one. With `records`, a workload measured before is answered from them."""
+    target = target if isinstance(target, Target) else Target(target)
+    if isinstance(problem, B2BProblem):
+        epilogue = problem.epilogues[1]
+    epilogue = epilogue if isinstance(epilogue, Epilogue) else Epilogue(tuple(epilogue))
+    store = Records(records) if isinstance(records, str) else records
+    key = workload_key(problem, epilogue)
+    start = time.perf_counter()
+    if store is not None:
+        seen = [r for r in store.query(workload=key, target=target.key) if r.error_kind == "none"]
+        if seen:
+            best = min(seen, key=lambda r: r.cost)
+            return ProfileResult(problem, target, CpuTile.from_dict(json.loads(best.point)), best.cost,
+                                 wall_seconds=time.perf_counter() - start, reused=True)
+    v = _inputs(problem, seed)
+    ref = _reference(problem, epilogue, v)
+    scale = max(1.0, float(np.abs(ref).max()))
+    run_id = f"template-{int(time.time())}"
+    trials = []
+    for tile in _candidates(problem, target, store, limit):
+        trial = _measure(problem, target, tile, epilogue, v, ref, scale, repeat, min_repeat_ms)
+        trials.append(trial)
+        if store is not None:
+            store.add(Record(key, target.key, json.dumps(tile.to_dict()), "", (trial.seconds,)
+                             if trial.error_kind == "none" else (), trial.error_kind, trial.error_msg[:2000],
+                             "template", seed, run_id, __version__, time.time(), str(tile)))
+    ok = [t for t in trials if t.error_kind == "none"]
+    if not ok:
+        raise TilewrightError(f"{problem.name}: none of the {len(trials)} template tiles built and matched the "
+                              f"reference; first failure: {trials[0].error_kind}: {trials[0].error_msg[:400]}")
+    best = min(ok, key=lambda t: t.seconds)
+    return ProfileResult(problem, target, best.tile, best.seconds, trials, time.perf_counter() - start)
+
+
+def _measure(problem, target, tile, epilogue, v, ref, scale, repeat, min_repeat_ms) -> Trial:
+    try:
+        kernel = _kernel(problem, target, tile, epilogue, v)
+    except TilewrightError as exc:
+        kind = "compile" if type(exc).__name__ == "BuildError" else "instantiate"
+        return Trial(tile, math.inf, kind, str(exc))
+    out = np.zeros(problem.output_shape, np.float32)
+    res = v["res"] if epilogue.residual else None
+    try:
+        kernel(v["x"], out, res)
+    except (TilewrightError, MemoryError) as exc:
+        return Trial(tile, math.inf, "runtime", str(exc))
+    err = float(np.abs(out - ref).max()) / scale
+    if not err <= TOLERANCE:
+        return Trial(tile, math.inf, "wrong_result", f"max error {err:.3g} of the reference's scale {scale:.3g}")
+    t = kernel.time(v["x"], out, res, repeat=repeat, min_repeat_ms=min_repeat_ms)
+    return Trial(tile, t.median)
