@@ -12,7 +12,7 @@ import numpy as np
 from ..build.cc import build_library
 from ..errors import ShapeError
 from ..runtime.aligned import aligned_copy, aligned_zeros
-from ..runtime.kernel import c_loop_timing
+from ..runtime.kernel import bind_entry_points, c_loop_timing
 from ..runtime.timing import TimingResult
 from ..targets import Target
 from .cpu_source import single_source
@@ -45,13 +45,7 @@ class NativeKernel:
     def __init__(self, source: str, target: Target, what: str):
         self.target, self.what = target, what
         self.build_result = build_library(source, target)
-        self._lib = ctypes.CDLL(str(self.build_result.library))
-        self._lib.tw_call.restype = ctypes.c_int32
-        self._lib.tw_call.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
-        self._lib.tw_time.restype = ctypes.c_double
-        self._lib.tw_time.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int32]
-        self._lib.tw_set_num_threads.argtypes = [ctypes.c_int32]
-        self._lib.tw_set_num_threads(int(target.cores))
+        self._lib = bind_entry_points(ctypes.CDLL(str(self.build_result.library)), target.cores)
 
     @property
     def source(self) -> str:

@@ -35,6 +35,17 @@ def c_loop_timing(lib, ptrs, number: int | None = None, repeat: int = 5,
     return TimingResult.of([lib.tw_time(ptrs, number) for _ in range(repeat)], number)
 
 
+def bind_entry_points(lib: ctypes.CDLL, cores: int) -> ctypes.CDLL:
+    """Declare the entry points every CPU kernel library exports and set its thread count."""
+    lib.tw_call.restype = ctypes.c_int32
+    lib.tw_call.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+    lib.tw_time.restype = ctypes.c_double
+    lib.tw_time.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int32]
+    lib.tw_set_num_threads.argtypes = [ctypes.c_int32]
+    lib.tw_set_num_threads(int(cores))
+    return lib
+
+
 class Kernel:
     """`kernel(*arrays)` runs it in place on C-contiguous arrays in argument order."""
 
@@ -52,13 +63,7 @@ class Kernel:
         self._written_pairs = [(i, j) for i in range(len(self._specs)) for j in range(i + 1, len(self._specs))
                                if self._specs[i][3] or self._specs[j][3]]
         self._addresses: dict[int, tuple] = {}
-        self._lib = self._load()
-        self._lib.tw_call.restype = ctypes.c_int32
-        self._lib.tw_call.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
-        self._lib.tw_time.restype = ctypes.c_double
-        self._lib.tw_time.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int32]
-        self._lib.tw_set_num_threads.argtypes = [ctypes.c_int32]
-        self._lib.tw_set_num_threads(int(target.cores))
+        self._lib = bind_entry_points(self._load(), target.cores)
 
     def _load(self) -> ctypes.CDLL:
         """dlopen the library; one that fails to load (a damaged cache entry) is
