@@ -51,7 +51,8 @@ def test_rules_respect_the_register_file():
         for tile in cpu_tiles(target, 1000, 1000, 1000):
             assert tile.registers <= target.vector_registers
             assert tile.vec_bytes <= target.vector_bytes
-            assert tile.kc * tile.nr * 4 <= 32 * 1024  # the weight panel in L1
+            # the weight panel in L1, or the whole reduction in one pass with the panel in half of L2
+            assert tile.kc * tile.nr * 4 <= 32 * 1024 or (tile.kc == 1000 and tile.kc * tile.nr * 4 <= 256 * 1024)
     assert any(t.vec_bytes == 64 for t in cpu_tiles(AVX512, 1000, 1000, 1000))
     assert all(t.vec_bytes == 32 for t in cpu_tiles(AVX2, 1000, 1000, 1000))
 

@@ -15,7 +15,8 @@ LAYERS = {
     "errors": 0, "config": 0, "stats": 0, "targets": 1,
     "ir": 2, "te": 3, "reference": 4, "ops": 4, "schedule": 4, "lower": 5, "codegen": 6, "build": 7,
     "runtime": 8, "analysis": 9, "space": 10, "records": 10, "search": 11, "workloads": 12,
-    "backends": 13, "api": 14, "graph": 15, "intrin": 9, "kernels": 12, "cli": 16, "bench": 16, "models": 1, "__init__": 17,
+    "backends": 13, "api": 14, "graph": 15, "intrin": 9, "kernels": 12, "cli": 16, "bench": 16, "models": 1,
+    "__init__": 17,
 }
 # Documented exceptions: a module that may import above its package's rank, and why.
 ALLOWED: dict[tuple[str, str], str] = {}

@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 
 def compile(model, example_inputs=None, target="cpu", trials: int = 0, records=None,  # noqa: A001 (as torch.compile)
             progress: bool = True, name: str | None = None, layout: str = "auto", winograd: bool = True,
-            dtype: str = "float32", calibration=None, **tune_options) -> Module | GpuModule:
+            dtype: str = "float32", calibration=None, kernels: str = "search",
+            **tune_options) -> Module | GpuModule:
     """Compile a Graph, a torch.nn.Module (with `example_inputs`), a torch ExportedProgram, an ONNX ModelProto or
     the path of a .onnx file for `target`: a Module on a CPU,
     a GpuModule on "cuda" / "opencl" (NCHW, no Winograd; see graph/device_module.py).
@@ -42,6 +43,10 @@ def compile(model, example_inputs=None, target="cpu", trials: int = 0, records=N
     `name`: the model's name in progress lines and summaries (default: its class name).
     On target "vta" the float model is quantized with power-of-two scales fixed on `calibration`
     (default: the example inputs) and its convolutions offloaded (graph/vta_offload.py).
+    `kernels` (CPU): "search" (every kernel from FlexTensor's space), "templates" (a dense layer and its
+    fused tail on a hardware-native template wherever one fits, profiled by the light profiler) or
+    "auto" (both built after tuning, the faster in the model kept per task; `module.templates` says
+    what was chosen and why).
     `records`: a record store or path (default: the user cache); tuning writes to it
     and the build reads from it. `tune_options` go to `tw.tune` (seed, timeout, cost_model, ...)."""
     from ..records import Records
@@ -49,7 +54,9 @@ def compile(model, example_inputs=None, target="cpu", trials: int = 0, records=N
     from .fusion import fuse
     from .infer import infer_types
     from .optimize import optimize
+    from .template_choice import check_choice
 
+    check_choice(kernels)
     tgt = as_target(target)
     if tgt.is_gpu:
         from .device_build import check_dtype
@@ -84,7 +91,7 @@ def compile(model, example_inputs=None, target="cpu", trials: int = 0, records=N
 
         layout, built = choose_layout(graph, tgt, store, progress=progress, winograd=winograd)
     tuning = {"trials": 0, "reused": 0, "seconds": 0.0}
-    if built is not None and trials <= 0:
+    if built is not None and trials <= 0 and kernels == "search":
         module = built
     else:
         graph = kernel_graph(graph, layout, tgt.vector_lanes(4), winograd, narrow_block(tgt))
@@ -97,7 +104,7 @@ def compile(model, example_inputs=None, target="cpu", trials: int = 0, records=N
             tuning = tune_tasks(tasks, tgt, trials, records=store, progress=progress, model=graph.name,
                                 **tune_options)
         with store:
-            module = build_module(partition, tgt, programs, tasks)
+            module = build_module(partition, tgt, programs, tasks, kernels_choice=kernels, store=store)
     module.tuning = tuning  # new trials measured, records reused, seconds: what this compile cost
     module.layout = layout
     return module

@@ -22,6 +22,11 @@ class PackFill:
     kernel: object  # a built Kernel of Hoisted.pack
     hoisted: object  # lower.hoist_packs.Hoisted
 
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The packed buffers' names, in the order `run` returns them."""
+        return tuple(p.buffer.name for p in self.hoisted.packs)
+
     def run(self, arrays: list) -> list[np.ndarray]:
         """The packed arrays for one group, whose kernel arguments are `arrays` (original
         order; only the constants among them are read)."""

@@ -110,7 +110,7 @@ class Module:
         constants named '<group>.<buffer>' (exported with the weights)."""
         consts = [self._static.get(self.plan.root(v)) for v in values]
         arrays = [None if a is None else self._at(a, v) for a, v in zip(consts, values)]
-        names = tuple(f"{group}.{p.buffer.name}" for p in fill.hoisted.packs)
+        names = tuple(f"{group}.{n}" for n in fill.names)
         for name, arr in zip(names, fill.run(arrays)):
             self.constants[name] = self._static[name] = arr
             self.packed[name] = arr
@@ -217,7 +217,8 @@ class Module:
         stack or per thread; one kernel runs at a time)."""
         from .temporaries import temporary_bytes
 
-        temps = max((temporary_bytes(k.func, self.target.cores) for k in self._step_kernels), default=0)
+        temps = max((k.temporary_bytes(self.target.cores) if hasattr(k, "temporary_bytes")
+                     else temporary_bytes(k.func, self.target.cores) for k in self._step_kernels), default=0)
         return self.plan.peak_bytes + sum(t.nbytes for t in self.output_types) + temps
 
     def __repr__(self) -> str:
@@ -249,10 +250,11 @@ class Module:
         """Whole runs of the model that one timing averages over: enough to last `seconds`."""
         return max(1, int(seconds / max(self._sequence.time(1), 1e-7)))
 
-    def kernel_times(self, *arrays, repeat: int = 3, in_place: bool = False) -> list[float]:
+    def kernel_times(self, *arrays, repeat: int = 3, in_place: bool = False, min_seconds: float = 0.01) -> list[float]:
         """Seconds per call of each step's kernel, on the bound buffers: each kernel run alone
-        on warm caches, or with `in_place` timed inside whole runs of the model back to back
-        (caches as the kernels before it leave them), the median of `repeat` sets of runs."""
+        on warm caches (calls back to back for `min_seconds` per sample), or with `in_place` timed
+        inside whole runs of the model back to back (caches as the kernels before it leave them),
+        the median of `repeat` sets of runs."""
         self._bind(arrays)
         if in_place:
             number = self._runs_per_timing()
@@ -261,7 +263,7 @@ class Module:
         times = []
         for kernel, ptrs in zip(self._step_kernels, self._sequence.args):
             once = max(kernel._lib.tw_time(ptrs, 1), 1e-7)
-            number = max(1, int(0.01 / once))
+            number = max(1, int(min_seconds / once))
             times.append(median([kernel._lib.tw_time(ptrs, number) for _ in range(repeat)]))
         return times
 
@@ -310,8 +312,9 @@ class Module:
 
 
 def build_module(partition: Partition, target, programs: dict[str, GroupProgram] | None = None,
-                 tasks: list[Task] | None = None) -> Module:
-    """Build one kernel per task (best record of the active store, or the default schedule)."""
+                 tasks: list[Task] | None = None, kernels_choice: str = "search", store=None) -> Module:
+    """Build one kernel per task (best record of the active store, or the default schedule); with
+    `kernels_choice` "templates" or "auto", put templates where they fit (graph/template_choice.py)."""
     from ..targets import as_target
     from .const_packs import build_kernel
 
@@ -333,7 +336,15 @@ def build_module(partition: Partition, target, programs: dict[str, GroupProgram]
             if t.arg_order(programs[g]) is None:
                 add(g, list(programs[g].args), constant_positions(programs[g], partition.graph.constants),
                     programs[g].name)
-    return Module(partition, kernels, tasks, programs, target, fills=fills, workspaces=workspaces)
+    decisions: list = []
+    if kernels_choice != "search" and target.kind == "cpu":
+        from .template_choice import choose
+
+        (kernels, fills, workspaces), decisions = choose(kernels_choice, partition, target, programs, tasks,
+                                                         (kernels, fills, workspaces), store)
+    module = Module(partition, kernels, tasks, programs, target, fills=fills, workspaces=workspaces)
+    module.templates = decisions
+    return module
 
 
 def _is_torch(a) -> bool:

@@ -69,7 +69,10 @@ def microkernel(tile: CpuTile, m: int, prefix: str = "") -> str:
               "  for (int s = 0; s < nseg; ++s) {"]
     lines += [f"    const float *restrict a{r} = rows[{r}] + seg[s];" for r in range(m)]
     lines += ["    for (int k = 0; k < len; ++k) {"]
-    lines += [f"      tw_vf b{v} = tw_load_aligned(bp + {v * tile.lanes});" for v in range(nrv)]
+    # the empty asm keeps each weight vector in a register: folded into every row's FMA as a memory
+    # operand it would be loaded m times per step, and the loads, not the FMAs, would bound the loop
+    lines += [f"      tw_vf b{v} = tw_load_aligned(bp + {v * tile.lanes}); __asm__(\"\" : \"+v\"(b{v}));"
+              for v in range(nrv)]
     lines += [f"      bp += {tile.nr};"]
     for r in range(m):
         lines.append(f"      {{ tw_vf a = tw_splat(a{r}[k]); "

@@ -149,9 +149,10 @@ def _source_of(first: Stage) -> str:
     return "  const float *src = x;\n"
 
 
-def single_source(problem, epilogue: Epilogue, tile: CpuTile) -> str:
+def single_source(problem, epilogue: Epilogue, tile: CpuTile, call_slots: dict | None = None) -> str:
     """A GEMM or convolution kernel: tw_call(args) with args = x, packed weight, [padded bias],
-    [residual], out."""
+    [residual], out; or, with `call_slots`, each of those read from the args position given
+    (a model's step passes its values in its own order)."""
     lda = problem.K if isinstance(problem, GemmProblem) else 0
     st = Stage(0, problem, epilogue, tile, lda, problem.N)
     M, N, npad = problem.M, problem.N, st.n_padded
@@ -171,7 +172,9 @@ def single_source(problem, epilogue: Epilogue, tile: CpuTile) -> str:
   return 0;
 }}""")
     names = ["x", "bp"] + (["bias"] if epilogue.bias else []) + (["res"] if epilogue.residual else []) + ["out"]
-    call = _call(names)
+    call = _call(names) if call_slots is None else "tw_kernel(" + ", ".join(
+        "0" if call_slots.get(s) is None else f"(float *)tw_args[{call_slots[s]}]"
+        for s in ("x", "bp", "bias", "res", "out")) + ")"
     parts += entry_points(call, call)
     return "\n\n".join(parts) + "\n"
 

@@ -99,7 +99,8 @@ def cpu_tiles(target: Target, rows: int, cols: int, reduction: int, limit: int =
                     continue
                 nr = nrv * lanes
                 kc = min(reduction, _round_to(l1 / 2 / (nr * DTYPE_BYTES), 8))
-                for kc_choice in {kc, min(reduction, 2 * kc)}:
+                whole = reduction if reduction * nr * DTYPE_BYTES <= l2 / 2 else kc  # one pass, panel in L2
+                for kc_choice in {kc, min(reduction, 2 * kc), whole}:
                     for mc in _row_blocks(rows, mr, kc_choice, l2):
                         for nc in _col_blocks(cols, nr):
                             tile = CpuTile(vb, mr, nrv, kc_choice, mc, nc)

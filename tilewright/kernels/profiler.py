@@ -26,6 +26,7 @@ from .epilogue import Epilogue
 from .problem import ConvProblem, GemmProblem
 from .template_kernel import TemplateKernel
 
+TEMPLATE_VERSION = 2  # in every workload key: a change to the templates' code must not reuse older measurements
 TOLERANCE = 2e-3  # of max(1, |reference|): fp32 sums in another order, vector transcendentals (<= 4 ulp)
 
 
@@ -71,7 +72,7 @@ def problem_class(problem) -> str:
 
 
 def workload_key(problem, epilogue: Epilogue) -> str:
-    return f"template:{problem_class(problem)}:{problem.name}:{epilogue.name}"
+    return f"template{TEMPLATE_VERSION}:{problem_class(problem)}:{problem.name}:{epilogue.name}"
 
 
 def _inputs(problem, seed: int) -> dict:
@@ -107,7 +108,7 @@ def _candidates(problem, target: Target, store: Records | None, limit: int) -> l
         cpu_tiles(target, problem.M, problem.N, problem.K, limit)
     first = []
     if store is not None:
-        prefix = f"template:{problem_class(problem)}:"
+        prefix = f"template{TEMPLATE_VERSION}:{problem_class(problem)}:"
         wins = {}
         for r in store.query(target=target.key):
             if r.workload.startswith(prefix) and r.error_kind == "none":
