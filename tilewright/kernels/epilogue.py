@@ -22,6 +22,16 @@ ACTIVATIONS = {
     "silu": "v / (1.0f + TW_EXP(-v))",
 }
 STEPS = ("bias", "residual", *ACTIVATIONS)
+# the same activations on one float `v`, for the GPU dialects (TW_ERF etc. name the dialect's functions)
+SCALAR_ACTIVATIONS = {
+    "relu": "v > 0.0f ? v : 0.0f",
+    "gelu": "0.5f * v * (1.0f + TW_ERF(v * 0.70710678118654752f))",
+    "gelu_tanh": "0.5f * v * (1.0f + TW_TANH(0.79788456080286536f * (v + 0.044715f * v * v * v)))",
+    "hardswish": "v * TW_FMIN(TW_FMAX(v + 3.0f, 0.0f), 6.0f) * (1.0f / 6.0f)",
+    "softplus": "v > 20.0f ? v : TW_LOG(1.0f + TW_EXP(v))",
+    "sigmoid": "1.0f / (1.0f + TW_EXP(-v))",
+    "silu": "v / (1.0f + TW_EXP(-v))",
+}
 
 
 @dataclass(frozen=True)
@@ -67,6 +77,11 @@ class Epilogue:
                 lines.append(f"v = {ACTIVATIONS[s]};")
         return "\n".join(lines)
 
+    def c_scalar_body(self) -> str:
+        """C statements on the float `v`, with `bv` the column's bias and `rv` the residual element."""
+        table = {"bias": "v = v + bv;", "residual": "v = v + rv;"}
+        return " ".join(table.get(s) or f"v = {SCALAR_ACTIVATIONS[s]};" for s in self.steps)
+
     def apply(self, acc: np.ndarray, bias: np.ndarray | None = None, residual: np.ndarray | None = None) -> np.ndarray:
         """NumPy (float64) reference of the steps on `acc` (rows x columns, or any shape ending in columns)."""
         v = acc.astype(np.float64)
@@ -94,3 +109,6 @@ class Epilogue:
 
 def _erf(x: np.ndarray) -> np.ndarray:
     return np.frompyfunc(math.erf, 1, 1)(x).astype(np.float64)
+
+
+NO_EPILOGUE = Epilogue()

@@ -1,0 +1,84 @@
+"""GPU templates without a GPU: the OpenCL dialect of the same template runs on PoCL and matches the
+reference for odd shapes, every tile and epilogue; every CUDA instance the rules propose compiles for
+sm_80 and sm_90 with 0 spilled bytes and issues mma.sync and cp.async; tiles over the GPU's limits are
+refused naming the limit."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from tilewright.build.nvcc import compiler_available
+from tilewright.build.opencl import opencl_available
+from tilewright.errors import ScheduleError
+from tilewright.kernels import Epilogue, GemmProblem
+from tilewright.kernels.gpu_kernel import build_gpu_gemm, compile_check
+from tilewright.kernels.gpu_tiles import GpuTile, check_gpu_tile, gpu_tiles
+from tilewright.targets.gpu import cuda_preset
+
+needs_opencl = pytest.mark.skipif(opencl_available() is not None, reason=f"no OpenCL: {opencl_available()}")
+needs_nvcc = pytest.mark.skipif(compiler_available() is None, reason="no CUDA compiler")
+SMALL = [GpuTile(32, 32, 32, 16, 16, 2, 1), GpuTile(64, 32, 32, 32, 16, 3, 1), GpuTile(32, 64, 64, 16, 32, 4, 1)]
+
+
+def _opencl_facts():
+    from tilewright.targets.gpu import detect_opencl
+
+    return detect_opencl()
+
+
+@needs_opencl
+@pytest.mark.parametrize("tile", SMALL, ids=str)
+@pytest.mark.parametrize("shape", [(37, 50, 40), (128, 64, 96), (70, 33, 17), (1, 8, 16)])
+def test_opencl_dialect_matches_the_reference(shape, tile, rng):
+    M, N, K = shape
+    ep = Epilogue(("bias", "residual", "gelu"))
+    kernel = build_gpu_gemm(GemmProblem(M, N, K), _opencl_facts(), tile, ep)
+    a, b = rng.standard_normal((M, K)).astype(np.float32), rng.standard_normal((N, K)).astype(np.float32)
+    bias, res = rng.standard_normal(N).astype(np.float32), rng.standard_normal((M, N)).astype(np.float32)
+    out = np.full((M, N), np.nan, np.float32)
+    kernel(a, b, bias, res, out)
+    ref = ep.apply(a.astype(np.float64) @ b.T.astype(np.float64), bias, res)
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+
+
+@needs_opencl
+@pytest.mark.parametrize("steps", [("relu",), ("bias", "hardswish"), ("softplus",), ("silu",), ("gelu_tanh",)])
+def test_opencl_epilogues(steps, rng):
+    M, N, K = 40, 24, 32
+    ep = Epilogue(steps)
+    kernel = build_gpu_gemm(GemmProblem(M, N, K), _opencl_facts(), SMALL[0], ep)
+    a, b = rng.standard_normal((M, K)).astype(np.float32), rng.standard_normal((N, K)).astype(np.float32)
+    bias, res = rng.standard_normal(N).astype(np.float32), np.zeros((M, N), np.float32)
+    out = np.zeros((M, N), np.float32)
+    kernel(a, b, bias, res, out)
+    np.testing.assert_allclose(out, ep.apply(a.astype(np.float64) @ b.T.astype(np.float64), bias), rtol=1e-4,
+                               atol=1e-4)
+
+
+@needs_nvcc
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_every_proposed_cuda_tile_compiles_without_spills(arch):
+    gpu = cuda_preset(arch)
+    for m, n, k in ((1280, 3072, 768), (1280, 768, 3072)):
+        checks = compile_check(GemmProblem(m, n, k), gpu, Epilogue(("bias", "gelu")))
+        assert len(checks) >= 10
+        for c in checks:
+            assert c.spill_bytes == 0 and c.stack_bytes == 0, c
+            assert c.mma and c.cp_async, c
+            assert c.registers <= 255
+
+
+def test_tiles_over_the_limits_are_refused():
+    gpu = cuda_preset("sm_80")
+    rules = gpu_tiles(gpu, 1280, 3072, 768)
+    assert all(4 <= t.warps <= 8 and t.smem_bytes <= gpu.shared_mem_per_block for t in rules)
+    with pytest.raises(ScheduleError, match="shared memory"):
+        check_gpu_tile(GpuTile(128, 128, 64, 64, 64, 4), gpu)
+    with pytest.raises(ScheduleError, match="registers per thread"):
+        check_gpu_tile(GpuTile(128, 256, 32, 128, 128, 2), gpu)
+    with pytest.raises(ScheduleError, match="whole warp tiles"):
+        check_gpu_tile(GpuTile(96, 64, 32, 64, 32, 2), gpu)
+    with pytest.raises(ScheduleError, match="pad K"):
+        check_gpu_tile(dataclasses.replace(rules[0], align=8), gpu, k=46)
+    assert gpu_tiles(gpu, 1280, 46, 46)[0].align == 2  # odd channel counts: narrower copies
