@@ -6,6 +6,8 @@
 #   3. suite    tilewright bench flextensor --target cuda: a slice of C2D, DEP and GEMM against cuDNN/cuBLAS
 #   4. model    benchmarks/gpu_models.py: ResNet-50 fp32 and fp16 against PyTorch eager and torch.compile
 #   5. gemm     examples/03_gemm_on_gpu.py: the hand-scheduled GEMM 4096^3 against cuBLAS, TF32 off
+#   6. templates tilewright.bench.gpu_templates: Bolt's templates (fp16 mma.sync) against cuBLAS, epilogue
+#               fusion, b2b on Table 1 (not in the default STEPS: STEPS=templates runs it alone)
 # Candidates compile in parallel on the machine's host cores (the measurer's default: every usable core).
 # Budgets (environment): LIMIT_S total seconds (default 540: one call of the tool is at most 600),
 # STEPS (default "smoke sweep suite model gemm"), SUITE_TRIALS (12), SUITE_CASES (one or two per operator),
@@ -49,7 +51,9 @@ for step in $steps; do
     model) run_step model python3 benchmarks/gpu_models.py --models "${MODELS:-resnet50}" \
              --dtypes "${DTYPES:-float32 float16}" --compile-modes "${COMPILE_MODES:-reduce-overhead}" --out "$out/models" ;;
     gemm) run_step gemm python3 examples/03_gemm_on_gpu.py --target cuda --n 4096 ;;
-    *) note "unknown step $step (valid: smoke sweep suite model gemm)" ;;
+    templates) run_step templates python3 -m tilewright.bench.gpu_templates --tiles "${TEMPLATE_TILES:-12}" \
+             --out "$out/templates" ;;
+    *) note "unknown step $step (valid: smoke sweep suite model gemm templates)" ;;
   esac
 done
 tar czf "$out/device_gpu.tgz" -C "$out" --exclude device_gpu.tgz . 2>/dev/null

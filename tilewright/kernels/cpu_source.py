@@ -74,12 +74,12 @@ def _rows(st: Stage) -> str:
 def _epilogue(st: Stage) -> str:
     i, ep, nrv, nr = st.index, st.epilogue, st.tile.nrv, st.tile.nr
     body = "\n".join("      " + line for line in ep.c_body().splitlines())
-    return (f"static inline void tw_s{i}_epi(float *tile, int m, long jr, int cols, const float *bias,\n"
+    return (f"static inline void tw_s{i}_epi(float *tile, long ld, int m, long jr, int cols, const float *bias,\n"
             "                               const float *res, long ldres) {\n"
             "  (void)jr; (void)cols; (void)bias; (void)res; (void)ldres;\n"
             "  for (int r = 0; r < m; ++r) {\n"
             f"    for (int q = 0; q < {nrv}; ++q) {{\n"
-            f"      tw_vf v = tw_load(tile + r * {nr} + q * TW_L), bv = {{0}}, rv = {{0}};\n"
+            "      tw_vf v = tw_load(tile + r * ld + q * TW_L), bv = {0}, rv = {0};\n"
             "      (void)bv; (void)rv;\n"
             + ("      bv = tw_load_aligned(bias + jr + q * TW_L);\n" if ep.bias else "")
             + (f"      if (cols == {nr}) rv = tw_load(res + r * ldres + jr + q * TW_L);\n"
@@ -87,7 +87,7 @@ def _epilogue(st: Stage) -> str:
                "        rv[e] = res[r * ldres + jr + q * TW_L + e];\n"
                if ep.residual else "")
             + f"{body}\n"
-            f"      tw_store(tile + r * {nr} + q * TW_L, v);\n"
+            "      tw_store(tile + r * ld + q * TW_L, v);\n"
             "    }\n  }\n}")
 
 
@@ -106,13 +106,15 @@ def _block(st: Stage) -> str:
         int m = m0 + mlen - ir < {mr} ? (int)(m0 + mlen - ir) : {mr};
         float *c = out + (ir - m0) * ldo + jr;
         tw_s{i}_rows(ir, m, src, rows);
-        if (!last && cols == {nr}) {{
+        const float *r_at = res ? res + (ir - m0) * ldres : 0;
+        if (cols == {nr}) {{  /* a whole tile: stored in place, finished there while it is in L1 */
           tw_ukr{i}(m, tw_s{i}_nseg[b], tw_s{i}_seg[b], tw_s{i}_len[b], rows, bp, b ? c : 0, ldo, c, ldo);
+          if (last && {int(bool(st.epilogue.steps))}) tw_s{i}_epi(c, ldo, m, jr, cols, bias, r_at, ldres);
           continue;
         }}
         if (b) for (int r = 0; r < m; ++r) memcpy(tile + r * {nr}, c + r * ldo, (size_t)cols * sizeof(float));
         tw_ukr{i}(m, tw_s{i}_nseg[b], tw_s{i}_seg[b], tw_s{i}_len[b], rows, bp, b ? tile : 0, {nr}, tile, {nr});
-        if (last) tw_s{i}_epi(tile, m, jr, cols, bias, res ? res + (ir - m0) * ldres : 0, ldres);
+        if (last) tw_s{i}_epi(tile, {nr}, m, jr, cols, bias, r_at, ldres);
         for (int r = 0; r < m; ++r) memcpy(c + r * ldo, tile + r * {nr}, (size_t)cols * sizeof(float));
       }}
     }}

@@ -16,6 +16,7 @@ from ..targets import Target
 
 DTYPE_BYTES = 4  # fp32 templates
 L1_DEFAULT, L2_DEFAULT = 32 * 1024, 512 * 1024  # synthetic targets without cache facts
+TILE_SHAPES = 6  # register-tile shapes the profiler measures, each with its best blocks
 MAX_MR = 14  # rows of a register tile: one general-purpose register holds each row's input pointer
 
 
@@ -106,11 +107,20 @@ def cpu_tiles(target: Target, rows: int, cols: int, reduction: int, limit: int =
                             tile = CpuTile(vb, mr, nrv, kc_choice, mc, nc)
                             scored.append((_score(tile, rows, cols, target), str(tile), tile))
     scored.sort(key=lambda t: (-t[0], t[1]))
-    seen, out = set(), []
+    # round-robin over register-tile shapes, best-first within each: the static score ranks blocks of one
+    # register tile well but cannot tell 9x3 from 5x4 vectors apart, which only a measurement can
+    groups: dict[tuple, list[CpuTile]] = {}
     for _, _, t in scored:
-        if t not in seen:
-            seen.add(t)
-            out.append(t)
+        bucket = groups.setdefault((t.vec_bytes, t.mr, t.nrv), [])
+        if t not in bucket:
+            bucket.append(t)
+    out, queues = [], list(groups.values())[:TILE_SHAPES]  # dicts keep insertion (best-first) order
+    while queues and len(out) < limit:
+        for q in list(queues):
+            if q:
+                out.append(q.pop(0))
+            if not q:
+                queues.remove(q)
     return out[:limit]
 
 
@@ -133,4 +143,5 @@ def _score(tile: CpuTile, rows: int, cols: int, target: Target) -> float:
     tasks = math.ceil(rows / tile.mc) * math.ceil(cols / tile.nc)
     balance = tasks / (math.ceil(tasks / target.cores) * target.cores)
     width = tile.vec_bytes / target.vector_bytes
-    return intensity * width * balance / waste
+    passes = tile.kc / (tile.kc + 16)  # each reduction block reloads and stores the C tile once
+    return intensity * width * balance * passes / waste

@@ -16,7 +16,7 @@ import math
 from .epilogue import NO_EPILOGUE, Epilogue
 from .gpu_tiles import MMA_K, MMA_M, MMA_N, PAD, GpuTile
 
-_DIALECT = {
+DIALECT = {
     "cuda": {
         "head": "#include <cuda_fp16.h>\ntypedef half tw_in;\n"
                 "#define TW_ERF erff\n#define TW_TANH tanhf\n#define TW_EXP expf\n#define TW_LOG logf\n"
@@ -40,7 +40,7 @@ _DIALECT = {
     },
 }
 
-_CUDA_HELPERS = r"""
+CUDA_HELPERS = r"""
 __device__ __forceinline__ void tw_cp_async(void *smem, const void *gmem, int bytes, int valid) {
   unsigned s = (unsigned)__cvta_generic_to_shared(smem);
   if (bytes == 16)
@@ -77,53 +77,58 @@ def _load_tile(dialect: str, smem: str, src: str, rows_total: str, row0: str, k_
     return head + body + "  }\n"
 
 
-def _compute(dialect: str, t: GpuTile) -> str:
-    mi, ni = t.wm // MMA_M, t.wn // MMA_N
+def mma_block(dialect: str, mi: int, ni: int, k_extent: int, a_at: str, b_at: str, acc: str = "acc",
+              row0: str = "wm0", col0: str = "wn0") -> str:
+    """acc[i][j] += A[row0 + 16 i .., k] B[col0 + 8 j .., k] over k < k_extent, with A's element at row r,
+    column c being `a_at`.format(r=, c=) (and B's, n-major, `b_at`): m16n8k16 mma.sync on CUDA, its
+    result at the same accumulator positions on OpenCL."""
+    a = [a_at.format(r=r, c=c) for r, c in (("r", "c"), ("r + 8", "c"), ("r", "c + 8"), ("r + 8", "c + 8"))]
+    b = [b_at.format(r="n", c=c) for c in ("c", "c + 8")]
     if dialect == "cuda":
         return f"""  #pragma unroll
-  for (int kk = 0; kk < {t.bk}; kk += {MMA_K}) {{
+  for (int kk = 0; kk < {k_extent}; kk += {MMA_K}) {{
     unsigned a[{mi}][4], b[{ni}][2];
     #pragma unroll
     for (int i = 0; i < {mi}; ++i) {{
-      int r = wm0 + i * {MMA_M} + group, c = kk + tig * 2;
-      a[i][0] = *(const unsigned *)&As[stage][r][c];
-      a[i][1] = *(const unsigned *)&As[stage][r + 8][c];
-      a[i][2] = *(const unsigned *)&As[stage][r][c + 8];
-      a[i][3] = *(const unsigned *)&As[stage][r + 8][c + 8];
-    }}
+      int r = {row0} + i * {MMA_M} + group, c = kk + tig * 2;
+""" + "".join(f"      a[i][{q}] = *(const unsigned *)&{a[q]};\n" for q in range(4)) + f"""    }}
     #pragma unroll
     for (int j = 0; j < {ni}; ++j) {{
-      int n = wn0 + j * {MMA_N} + group, c = kk + tig * 2;
-      b[j][0] = *(const unsigned *)&Bs[stage][n][c];
-      b[j][1] = *(const unsigned *)&Bs[stage][n][c + 8];
-    }}
+      int n = {col0} + j * {MMA_N} + group, c = kk + tig * 2;
+""" + "".join(f"      b[j][{q}] = *(const unsigned *)&{b[q]};\n" for q in range(2)) + f"""    }}
     #pragma unroll
     for (int i = 0; i < {mi}; ++i)
       #pragma unroll
-      for (int j = 0; j < {ni}; ++j) tw_mma(acc[i][j], a[i], b[j]);
+      for (int j = 0; j < {ni}; ++j) tw_mma({acc}[i][j], a[i], b[j]);
   }}
 """
-    return f"""  for (int kk = 0; kk < {t.bk}; kk += {MMA_K})
+    return f"""  for (int kk = 0; kk < {k_extent}; kk += {MMA_K})
     for (int i = 0; i < {mi}; ++i)
       for (int j = 0; j < {ni}; ++j)
         for (int e = 0; e < 4; ++e) {{
-          int r = wm0 + i * {MMA_M} + group + (e >= 2 ? 8 : 0), n = wn0 + j * {MMA_N} + tig * 2 + (e & 1);
+          int r = {row0} + i * {MMA_M} + group + (e >= 2 ? 8 : 0), n = {col0} + j * {MMA_N} + tig * 2 + (e & 1);
           float s = 0.0f;
-          for (int k = 0; k < {MMA_K}; ++k) s += As[stage][r][kk + k] * Bs[stage][n][kk + k];
-          acc[i][j][e] += s;
+          for (int k = 0; k < {MMA_K}; ++k) s += {a_at.format(r="r", c="kk + k")} * {b_at.format(r="n", c="kk + k")};
+          {acc}[i][j][e] += s;
         }}
 """
 
 
-def _main_loop(dialect: str, t: GpuTile, M: int, N: int, K: int) -> str:
+def _compute(dialect: str, t: GpuTile) -> str:
+    return mma_block(dialect, t.wm // MMA_M, t.wn // MMA_N, t.bk, "As[stage][{r}][{c}]", "Bs[stage][{r}][{c}]")
+
+
+def main_loop(dialect: str, t: GpuTile, M: int, N: int, K: int, b: str = "B", compute: str | None = None) -> str:
+    """The k loop over a bm x bn block of A [M, K] times `b` [N, K] through the shared ring."""
     kt = math.ceil(K / t.bk)
     load = (_load_tile(dialect, "As", "A", str(M), "m0", K, t.bm, t)
-            + _load_tile(dialect, "Bs", "B", str(N), "n0", K, t.bn, t))
+            + _load_tile(dialect, "Bs", b, str(N), "n0", K, t.bn, t))
+    compute = compute or _compute(dialect, t)
     if dialect == "cuda":
         return f"""  for (int s = 0; s < {t.stages - 1}; ++s) {{
     if (s < {kt}) {{
       int stage = s, k0 = s * {t.bk};
-{_indent(load, 4)}    }}
+{indent(load, 4)}    }}
     tw_commit();
   }}
   for (int kt = 0; kt < {kt}; ++kt) {{
@@ -133,21 +138,21 @@ def _main_loop(dialect: str, t: GpuTile, M: int, N: int, K: int) -> str:
       int nt = kt + {t.stages - 1};
       if (nt < {kt}) {{
         int stage = nt % {t.stages}, k0 = nt * {t.bk};
-{_indent(load, 8)}      }}
+{indent(load, 8)}      }}
       tw_commit();
     }}
     int stage = kt % {t.stages};
-{_indent(_compute(dialect, t), 2)}  }}
+{indent(compute, 2)}  }}
 """
     return f"""  for (int kt = 0; kt < {kt}; ++kt) {{
     int stage = kt % {t.stages}, k0 = kt * {t.bk};
     TW_BARRIER();
-{_indent(load, 2)}    TW_BARRIER();
-{_indent(_compute(dialect, t), 2)}  }}
+{indent(load, 2)}    TW_BARRIER();
+{indent(compute, 2)}  }}
 """
 
 
-def _indent(text: str, n: int) -> str:
+def indent(text: str, n: int) -> str:
     return "".join((" " * n + line if line else line) for line in text.splitlines(True))
 
 
@@ -176,10 +181,10 @@ def gemm_source(dialect: str, M: int, N: int, K: int, tile: GpuTile, epilogue: E
                 name: str = "tw_gemm") -> str:
     """`name`(A [M, K], B [N, K], bias [N] fp32, residual [M, N], C [M, N]); grid (ceil(N / bn), ceil(M / bm))
     blocks of tile.threads threads. Inputs and outputs are half on CUDA, float on OpenCL."""
-    d = _DIALECT[dialect]
+    d = DIALECT[dialect]
     t = tile
     mi, ni = t.wm // MMA_M, t.wn // MMA_N
-    parts = [d["head"], _CUDA_HELPERS if dialect == "cuda" else "",
+    parts = [d["head"], CUDA_HELPERS if dialect == "cuda" else "",
              d["signature"].format(threads=t.threads, name=name)
              + "const TW_GLOBAL tw_in *restrict A, const TW_GLOBAL tw_in *restrict B, "
                "const TW_GLOBAL float *restrict bias, const TW_GLOBAL tw_in *restrict res, "
@@ -193,7 +198,7 @@ def gemm_source(dialect: str, M: int, N: int, K: int, tile: GpuTile, epilogue: E
              f"  TW_UNROLL for (int i = 0; i < {mi}; ++i) TW_UNROLL for (int j = 0; j < {ni}; ++j) "
              "TW_UNROLL for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;",
              "  (void)bias; (void)res;",
-             _main_loop(dialect, t, M, N, K) + _epilogue(t, epilogue, M, N) + "}"]
+             main_loop(dialect, t, M, N, K) + _epilogue(t, epilogue, M, N) + "}"]
     src = "\n".join(p for p in parts if p)
     return src.replace("restrict", "__restrict__") if dialect == "cuda" else src
 

@@ -26,7 +26,7 @@ from .epilogue import Epilogue
 from .problem import ConvProblem, GemmProblem
 from .template_kernel import TemplateKernel
 
-TEMPLATE_VERSION = 2  # in every workload key: a change to the templates' code must not reuse older measurements
+TEMPLATE_VERSION = 3  # in every workload key: a change to the templates' code must not reuse older measurements
 TOLERANCE = 2e-3  # of max(1, |reference|): fp32 sums in another order, vector transcendentals (<= 4 ulp)
 
 
