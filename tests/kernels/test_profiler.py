@@ -31,3 +31,24 @@ def test_profile_records_and_reuses(tmp_path):
 def _ep():
     from tilewright.kernels import Epilogue
     return Epilogue(("bias", "relu"))
+
+
+def test_a_crashing_candidate_costs_one_measurement_not_the_process():
+    import numpy as np
+
+    from tilewright.build.cc import build_library
+    from tilewright.codegen.c import entry_points
+    from tilewright.kernels.isolated import TemplateRunner
+
+    crash = "\n".join(["#include <stdint.h>\n#include <time.h>\n#include <omp.h>",
+                       "static int32_t boom(void **a) { volatile int *p = 0; (void)a; return *p; }",
+                       *entry_points("boom(tw_args)", "boom(tw_args)")])
+    lib = build_library(crash, AVX2).library
+    runner = TemplateRunner([np.ones(4, np.float32)], np.ones(4), 1, 1e-3, timeout=30)
+    try:
+        r = runner.measure_library(str(lib))
+        assert r.error_kind.value == "runtime" and "crashed" in r.error_msg
+        good = profile(GemmProblem(16, 16, 16), AVX2, limit=2, repeat=1, min_repeat_ms=1)  # the search goes on
+        assert all(t.error_kind == "none" for t in good.trials)
+    finally:
+        runner.close()

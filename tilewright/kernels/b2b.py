@@ -128,7 +128,7 @@ class B2BKernel(NativeKernel):
     """`kernel(x, out, residual=None)` runs both stages in one call."""
 
     def __init__(self, problem: B2BProblem, target: Target, tile: CpuTile, w0, w1, bias0=None, bias1=None,
-                 tile1: CpuTile | None = None):
+                 tile1: CpuTile | None = None, load: bool = True):
         check_residency(problem, tile, target)
         tile1 = tile1 or second_tile(tile, problem, target)
         check_tile(tile1, target)
@@ -145,7 +145,11 @@ class B2BKernel(NativeKernel):
         self.consts.append(pack_weight(w1, g.K, g.N, tile1.nr))
         if e1.bias:
             self.consts.append(pack_bias(check_array(bias1, (g.N,), problem.name, "bias1"), g.N, tile1.nr))
-        super().__init__(b2b_source(f, g, (e0, e1), tile, tile1), target, problem.name)
+        super().__init__(b2b_source(f, g, (e0, e1), tile, tile1), target, problem.name, load)
+
+    @property
+    def constants(self) -> list[np.ndarray]:
+        return list(self.consts)
 
     def arrays(self, x, out, residual=None) -> list[np.ndarray]:
         p = self.problem

@@ -23,6 +23,7 @@ from ..targets import Target
 from .b2b import B2BKernel, B2BProblem, b2b_tiles, check_residency
 from .cpu_tiles import CpuTile, check_tile, cpu_tiles
 from .epilogue import Epilogue
+from .isolated import TemplateRunner
 from .problem import ConvProblem, GemmProblem
 from .template_kernel import TemplateKernel
 
@@ -90,10 +91,10 @@ def _inputs(problem, seed: int) -> dict:
     return v
 
 
-def _kernel(problem, target, tile, epilogue, v):
+def _kernel(problem, target, tile, epilogue, v, load: bool = True):
     if isinstance(problem, B2BProblem):
-        return B2BKernel(problem, target, tile, v["w0"], v["w1"], v["b0"], v["b1"])
-    return TemplateKernel(problem, target, tile, epilogue, v["w0"], v["b0"])
+        return B2BKernel(problem, target, tile, v["w0"], v["w1"], v["b0"], v["b1"], load=load)
+    return TemplateKernel(problem, target, tile, epilogue, v["w0"], v["b0"], load=load)
 
 
 def _reference(problem, epilogue, v) -> np.ndarray:
@@ -128,9 +129,10 @@ def _candidates(problem, target: Target, store: Records | None, limit: int) -> l
 
 def profile(problem: GemmProblem | ConvProblem | B2BProblem, target: Target | str = "cpu",
             epilogue: Epilogue | tuple = (), records: Records | str | None = None, limit: int = 24,
-            seed: int = 0, repeat: int = 3, min_repeat_ms: float = 20.0) -> ProfileResult:
+            seed: int = 0, repeat: int = 3, min_repeat_ms: float = 20.0, isolate: bool = True) -> ProfileResult:
     """Measure up to `limit` tiles (the class's recorded winners first, then the rules' list) and return
-    the fastest correct one. With `records`, a workload measured before is answered from them."""
+    the fastest correct one. With `records`, a workload measured before is answered from them.
+    `isolate`: load and time each candidate in the isolated runner process (False: in this one)."""
     target = target if isinstance(target, Target) else Target(target)
     if isinstance(problem, B2BProblem):
         epilogue = problem.epilogues[1]
@@ -148,14 +150,21 @@ def profile(problem: GemmProblem | ConvProblem | B2BProblem, target: Target | st
     ref = _reference(problem, epilogue, v)
     scale = max(1.0, float(np.abs(ref).max()))
     run_id = f"template-{int(time.time())}"
-    trials = []
-    for tile in _candidates(problem, target, store, limit):
-        trial = _measure(problem, target, tile, epilogue, v, ref, scale, repeat, min_repeat_ms)
-        trials.append(trial)
-        if store is not None:
-            store.add(Record(key, target.key, json.dumps(tile.to_dict()), "", (trial.seconds,)
-                             if trial.error_kind == "none" else (), trial.error_kind, trial.error_msg[:2000],
-                             "template", seed, run_id, __version__, time.time(), str(tile)))
+    trials, runners = [], {}
+    try:
+        for tile in _candidates(problem, target, store, limit):
+            if isolate:
+                trial = _measure_isolated(problem, target, tile, epilogue, v, ref, runners, repeat, min_repeat_ms)
+            else:
+                trial = _measure(problem, target, tile, epilogue, v, ref, scale, repeat, min_repeat_ms)
+            trials.append(trial)
+            if store is not None:
+                store.add(Record(key, target.key, json.dumps(tile.to_dict()), "", (trial.seconds,)
+                                 if trial.error_kind == "none" else (), trial.error_kind, trial.error_msg[:2000],
+                                 "template", seed, run_id, __version__, time.time(), str(tile)))
+    finally:
+        for runner in runners.values():
+            runner.close()
     ok = [t for t in trials if t.error_kind == "none"]
     if not ok:
         raise TilewrightError(f"{problem.name}: none of the {len(trials)} template tiles built and matched the "
@@ -181,3 +190,17 @@ def _measure(problem, target, tile, epilogue, v, ref, scale, repeat, min_repeat_
         return Trial(tile, math.inf, "wrong_result", f"max error {err:.3g} of the reference's scale {scale:.3g}")
     t = kernel.time(v["x"], out, res, repeat=repeat, min_repeat_ms=min_repeat_ms)
     return Trial(tile, t.median)
+
+
+def _measure_isolated(problem, target, tile, epilogue, v, ref, runners: dict, repeat, min_repeat_ms) -> Trial:
+    try:
+        kernel = _kernel(problem, target, tile, epilogue, v, load=False)
+    except TilewrightError as exc:
+        return Trial(tile, math.inf, "compile" if type(exc).__name__ == "BuildError" else "instantiate", str(exc))
+    consts = kernel.constants
+    key = tuple(c.shape for c in consts)
+    if key not in runners:
+        inputs = [v["x"], *consts] + ([v["res"]] if epilogue.residual else [])
+        runners[key] = TemplateRunner(inputs, ref, target.cores, TOLERANCE, repeat=repeat, min_repeat_ms=min_repeat_ms)
+    r = runners[key].measure_library(str(kernel.build_result.library))
+    return Trial(tile, r.cost if r.ok else math.inf, r.error_kind.value, r.error_msg)

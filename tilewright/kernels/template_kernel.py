@@ -42,10 +42,11 @@ def pack_bias(b: np.ndarray, n: int, nr: int) -> np.ndarray:
 class NativeKernel:
     """Loads a template library; `run(arrays)` calls tw_call on C-contiguous float32 arrays."""
 
-    def __init__(self, source: str, target: Target, what: str):
+    def __init__(self, source: str, target: Target, what: str, load: bool = True):
+        """`load=False`: compile only (an isolated runner loads and runs the library)."""
         self.target, self.what = target, what
         self.build_result = build_library(source, target)
-        self._lib = bind_entry_points(ctypes.CDLL(str(self.build_result.library)), target.cores)
+        self._lib = bind_entry_points(ctypes.CDLL(str(self.build_result.library)), target.cores) if load else None
 
     @property
     def source(self) -> str:
@@ -76,7 +77,7 @@ class TemplateKernel(NativeKernel):
     """One GEMM or NHWC convolution with its epilogue: `kernel(x, out, residual=None)`."""
 
     def __init__(self, problem, target: Target, tile: CpuTile, epilogue: Epilogue, weight: np.ndarray,
-                 bias: np.ndarray | None = None):
+                 bias: np.ndarray | None = None, load: bool = True):
         check_tile(tile, target, problem.M, problem.N)
         self.problem, self.tile, self.epilogue = problem, tile, epilogue
         if epilogue.bias and bias is None:
@@ -85,7 +86,12 @@ class TemplateKernel(NativeKernel):
         self.packed = pack_weight(weight, problem.K, problem.N, tile.nr)
         self.bias = pack_bias(check_array(bias, (problem.N,), problem.name, "bias"), problem.N, tile.nr) \
             if epilogue.bias else None
-        super().__init__(single_source(problem, epilogue, tile), target, problem.name)
+        super().__init__(single_source(problem, epilogue, tile), target, problem.name, load)
+
+    @property
+    def constants(self) -> list[np.ndarray]:
+        """The packed arrays the kernel takes after its input, in argument order."""
+        return [self.packed] + ([self.bias] if self.bias is not None else [])
 
     def arrays(self, x: np.ndarray, out: np.ndarray, residual: np.ndarray | None = None) -> list[np.ndarray]:
         p = self.problem
