@@ -77,3 +77,14 @@ def test_compiled_model_with_templates_matches(kernels, target, rng, tmp_path):
 def test_unknown_kernel_choice_is_refused(rng):
     with pytest.raises(ShapeError, match="kernels must be one of auto, templates, search"):
         compile_graph(_mlp(rng), target="cpu", kernels="cutlass", progress=False)
+
+
+def test_a_model_with_templates_exports_and_loads(target, rng, tmp_path):
+    import tilewright as tw
+
+    g = _mlp(rng)
+    x = rng.standard_normal((24, 40)).astype(np.float32)
+    m = compile_graph(g, target=target, records=tmp_path / "r.db", progress=False, kernels="templates")
+    assert m.peak_bytes > 0
+    m.export(tmp_path / "lib")
+    np.testing.assert_allclose(tw.load(tmp_path / "lib")(x), _reference(g, x), rtol=1e-4, atol=1e-4)

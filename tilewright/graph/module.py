@@ -58,6 +58,7 @@ class Module:
                 self._workspace.update((w, (i, nbytes)) for w, nbytes in zip(self._workspace_of[g.name], sizes))
         self.plan = plan_memory(partition, self._workspace)
         self.kernels = kernels
+        self.templates: list = []  # graph/template_choice.py's decisions, where compile(kernels=...) made any
         graph = self.graph
         # kept once: the graph's own arrays where already dense and of the right dtype
         self.constants = {k: np.require(np.asarray(v, dtype=graph.type_of(k).dtype), requirements="C")
