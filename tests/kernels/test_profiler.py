@@ -17,8 +17,10 @@ def test_profile_records_and_reuses(tmp_path):
     first = profile(p, AVX2, ("bias", "relu"), records=db, limit=5, repeat=1, min_repeat_ms=1)
     assert not first.reused and len(first.trials) == 5
     assert all(t.error_kind == "none" for t in first.trials)
-    assert first.best_seconds == min(t.seconds for t in first.trials)
-    assert len(db.query(workload=workload_key(p, first.trials[0].tile and _ep()), target=AVX2.key)) == 5
+    fastest = sorted(first.trials, key=lambda t: t.seconds)[:3]
+    assert first.best in [t.tile for t in fastest]  # the finalists, timed again, decide
+    records = db.query(workload=workload_key(p, _ep()), target=AVX2.key)
+    assert len(records) == 5 + 2 * 3 and sum(r.method == "template-final" for r in records) == 6
     again = profile(p, AVX2, ("bias", "relu"), records=db, limit=5)
     assert again.reused and again.best == first.best and not again.trials
     sibling = GemmProblem(80, 40, 36)

@@ -198,12 +198,23 @@ def b2b_source(first, second: GemmProblem, epilogues: tuple[Epilogue, Epilogue],
         parts += [_table(st), _rows(st), _epilogue(st), _block(st)]
     if isinstance(first, ConvProblem) and first.pad:
         parts.append(_pad_input(first))
-    parts.append(f"""int32_t tw_kernel(const float *x, const float *bp0, const float *bias0, const float *bp1,
+    parts.append(f"""/* each thread's rows of the intermediate, allocated at its first call and kept (a fresh allocation
+   per call would fault its pages in again every time) */
+#define TW_MAX_THREADS 1024
+static float *tw_rows_of[TW_MAX_THREADS];
+
+int32_t tw_kernel(const float *x, const float *bp0, const float *bias0, const float *bp1,
                   const float *bias1, const float *res, float *out) {{
 {_source_of(s0)}  int32_t failed = 0;
   #pragma omp parallel
   {{
-    float *t = aligned_alloc(64, {tile.mc * n0p}L * sizeof(float));
+#ifdef _OPENMP
+    int me = omp_get_thread_num();
+#else
+    int me = 0;
+#endif
+    float *t = me < TW_MAX_THREADS ? tw_rows_of[me] : 0;
+    if (!t && me < TW_MAX_THREADS) t = tw_rows_of[me] = aligned_alloc(64, {tile.mc * n0p}L * sizeof(float));
     if (!t) {{
       #pragma omp atomic write
       failed = 1;
@@ -215,7 +226,6 @@ def b2b_source(first, second: GemmProblem, epilogues: tuple[Epilogue, Epilogue],
       tw_s0_block(src, m0, mlen, 0, {n0p}L, bp0, bias0, 0, 0, t, {n0p}L);
       tw_s1_block(t, 0, mlen, 0, {n1p}L, bp1, bias1, res ? res + m0 * {N1}L : 0, {N1}L, out + m0 * {N1}L, {N1}L);
     }}
-    free(t);
   }}
   return failed;
 }}""")
