@@ -11,7 +11,7 @@ import pytest
 from tilewright.build.nvcc import compiler_available
 from tilewright.build.opencl import opencl_available
 from tilewright.errors import ScheduleError
-from tilewright.kernels import Epilogue, GemmProblem
+from tilewright.kernels import ConvProblem, Epilogue, GemmProblem
 from tilewright.kernels.gpu_kernel import build_gpu_gemm, compile_check
 from tilewright.kernels.gpu_tiles import GpuTile, check_gpu_tile, gpu_tiles
 from tilewright.targets.gpu import cuda_preset
@@ -143,3 +143,49 @@ def test_gpu_residency_violations_are_refused():
     wide = B2BProblem(GemmProblem(4096, 1024, 64), GemmProblem(4096, 64, 1024))
     with pytest.raises(ScheduleError, match="no block keeps N0 = 1024"):
         gpu_b2b_tiles(wide, gpu)
+
+
+CONV_CASES = [ConvProblem(1, 9, 8, 16, 24, 3, 3, 1, 1), ConvProblem(2, 11, 10, 6, 20, 3, 3, 2, 1),
+              ConvProblem(1, 10, 9, 8, 16, 3, 2, 1, 2, dilation=2), ConvProblem(1, 7, 7, 46, 32, 5, 5, 1, 2)]
+
+
+@needs_opencl
+@pytest.mark.parametrize("problem", CONV_CASES, ids=lambda p: p.name)
+def test_opencl_implicit_gemm_conv_matches_the_reference(problem, rng):
+    from tilewright.kernels.gpu_kernel import build_gpu_conv
+
+    p = problem
+    x = rng.standard_normal(p.input_shape).astype(np.float32)
+    w = rng.standard_normal((p.OC, p.KH, p.KW, p.IC)).astype(np.float32)  # OHWI
+    bias, res = rng.standard_normal(p.OC).astype(np.float32), rng.standard_normal(p.output_shape).astype(np.float32)
+    ep = Epilogue(("bias", "residual", "relu"))
+    ref = ep.apply(p.reference(x, w.transpose(1, 2, 3, 0)).reshape(p.M, p.N), bias,
+                   res.reshape(p.M, p.N)).reshape(p.output_shape)
+    for tile in (GpuTile(32, 32, 32, 16, 16, 2, np.gcd(p.IC, 8)), GpuTile(64, 32, 32, 32, 16, 3, np.gcd(p.IC, 2))):
+        out = np.full(p.output_shape, np.nan, np.float32)
+        build_gpu_conv(p, _opencl_facts(), tile, ep)(x, w, bias, res, out)
+        np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4 * max(1.0, np.abs(ref).max()))
+
+
+@needs_nvcc
+def test_cuda_conv_tiles_compile_and_odd_channels_need_padding():
+    from tilewright.build.nvcc import compile_cuda
+    from tilewright.kernels.gpu_kernel import conv_module, conv_tiles
+
+    gpu = cuda_preset("sm_90")
+    for p in (ConvProblem(32, 56, 56, 64, 64, 3, 3, 1, 1), ConvProblem(32, 20, 26, 46, 32, 3, 3, 1, 1)):
+        tiles = conv_tiles(gpu, p)
+        assert tiles[0].align == (8 if p.IC % 8 == 0 else 2)
+        for tile in tiles[:4]:
+            binary = compile_cuda(conv_module("cuda", p, tile).source, gpu.arch)
+            assert binary.spills == 0 and "cp.async" in binary.ptx and "mma.sync" in binary.ptx
+    with pytest.raises(ScheduleError, match="not a multiple of the 8-half copy"):
+        conv_module("cuda", ConvProblem(1, 8, 8, 46, 32, 3, 3, 1, 1), GpuTile(64, 64, 32, 32, 32, 2, 8))
+
+
+def test_the_device_benchmark_says_when_there_is_no_gpu(monkeypatch, tmp_path):
+    import tilewright.bench.gpu_templates as bench
+
+    monkeypatch.setattr(bench, "detect_cuda", lambda: None)
+    with pytest.raises(SystemExit, match="no CUDA GPU here"):
+        bench.main(["--out", str(tmp_path)])

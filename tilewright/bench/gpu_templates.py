@@ -2,7 +2,9 @@
 N and K of 768 and 3072) and 4096^2 beside cuBLAS (torch.matmul in fp16, the same inputs, the same
 CUDA-event timing); epilogue fusion (bias + ReLU / GELU / Hardswish / Softplus in the template's store)
 beside the template without it followed by PyTorch's element-wise kernels; Bolt's Table 1 GEMM pairs
-fused (shared-memory resident) beside the unfused pair of templates. Every template result is checked
+fused (shared-memory resident) beside the unfused pair of templates; Table 3's convolutions (implicit
+GEMM, NHWC) at their odd channel counts beside padded ones with the padding copy timed; the light
+profiler's time over ResNet-50's convolutions. Every template result is checked
 against the fp32 NumPy reference before its time counts. Needs a CUDA GPU, torch and cuda-bindings.
 
     python -m tilewright.bench.gpu_templates --out benchmarks/results/gpu_templates"""
@@ -14,9 +16,9 @@ import time
 
 import numpy as np
 
-from ..kernels import B2BProblem, Epilogue, GemmProblem
+from ..kernels import B2BProblem, ConvProblem, Epilogue, GemmProblem
 from ..kernels.gpu_b2b import b2b_module, gpu_b2b_tiles
-from ..kernels.gpu_kernel import gemm_module
+from ..kernels.gpu_kernel import conv_module, conv_tiles, gemm_module
 from ..kernels.gpu_tiles import gpu_tiles
 from ..targets.gpu import detect_cuda
 from .provenance import provenance, provenance_line, save_run
@@ -25,6 +27,8 @@ from .report import geomean
 SHAPES = [(1280, 768, 768), (1280, 3072, 768), (1280, 768, 3072), (4096, 4096, 4096)]
 ACTIVATIONS = ("relu", "gelu", "hardswish", "softplus")
 TABLE1 = [(2464, 1, 4, 4), (16384, 64, 256, 16), (32768, 128, 576, 64), (128320, 32, 96, 96)]
+TABLE3 = [(32, 20, 26, 46, 32, 3, 3, 1), (32, 20, 26, 46, 32, 5, 5, 2), (128, 14, 19, 46, 32, 5, 7, 0),
+          (288, 11, 15, 46, 32, 5, 7, 0), (32, 20, 26, 174, 64, 3, 3, 1), (32, 20, 26, 174, 64, 5, 5, 2)]
 
 
 def _check(out: np.ndarray, ref: np.ndarray, what: str) -> None:
@@ -105,7 +109,72 @@ def run(limit: int, seed: int) -> dict:
     relu = Epilogue(("relu",))
     for m, n0, k0, n1 in TABLE1:
         doc["b2b"].append(_b2b_row(gpu, rng, m, n0, k0, n1, relu, limit))
+    doc["padding"] = [_padding_row(gpu, rng, case, limit) for case in TABLE3]
+    doc["resnet50_profile_s"] = _resnet50_profile(gpu, rng, limit)
     return doc
+
+
+def _best_conv(p: ConvProblem, gpu, x, w, ref, limit: int) -> tuple[float, float]:
+    """(seconds of the best correct tile, profiling seconds) of the implicit-GEMM template on NHWC x."""
+    from ..runtime.cuda import CudaKernel
+
+    start, best = time.perf_counter(), None
+    zb, zr = np.zeros(p.OC, np.float32), np.zeros(p.output_shape, np.float16)
+    for tile in conv_tiles(gpu, p, limit):
+        k = CudaKernel(conv_module("cuda", p, tile), device=gpu.device)
+        out = np.zeros(p.output_shape, np.float16)
+        k(x, w, zb, zr, out)
+        _check(out, ref, f"{p.name} {tile}")
+        t = k.time(x, w, zb, zr, out, number=20, repeat=5).median
+        best = t if best is None else min(best, t)
+    return best, time.perf_counter() - start
+
+
+def _conv_data(p: ConvProblem, rng):
+    x = rng.standard_normal(p.input_shape).astype(np.float16)
+    w = (rng.standard_normal((p.OC, p.KH, p.KW, p.IC)) / np.sqrt(p.K)).astype(np.float16)
+    ref = p.reference(x.astype(np.float32), w.astype(np.float32).transpose(1, 2, 3, 0))
+    return x, w, ref
+
+
+def _padding_row(gpu, rng, case, limit) -> dict:
+    """Bolt Table 3: the conv at its odd channel count (copies of gcd(IC, 8) halves) beside the conv on
+    channels padded to a multiple of 8 (16-byte copies), the padding copy (a channel pad in PyTorch on the
+    device) timed and counted."""
+    import torch
+
+    n, h, w_, ic, oc, kh, kw, pad = case
+    p = ConvProblem(n, h, w_, ic, oc, kh, kw, 1, pad)
+    q = ConvProblem(n, h, w_, (ic + 7) // 8 * 8, oc, kh, kw, 1, pad)
+    x, w, ref = _conv_data(p, rng)
+    xq = np.zeros(q.input_shape, np.float16)
+    xq[..., :ic] = x
+    wq = np.zeros((oc, kh, kw, q.IC), np.float16)
+    wq[..., :ic] = w
+    plain, _ = _best_conv(p, gpu, x, w, ref, limit)
+    padded, _ = _best_conv(q, gpu, xq, wq, ref, limit)
+    tx = torch.from_numpy(x).cuda()
+    copy = _torch_seconds(lambda: torch.nn.functional.pad(tx, (0, q.IC - ic)))
+    row = {"case": p.name, "unpadded_ms": plain * 1e3, "padded_ms": (padded + copy) * 1e3, "copy_ms": copy * 1e3,
+           "speedup": plain / (padded + copy), "overhead": copy / (padded + copy)}
+    print(f"padding {p.name}: {plain * 1e3:.3f} -> {(padded + copy) * 1e3:.3f} ms ({row['speedup']:.2f}x, copy "
+          f"{100 * row['overhead']:.0f}%)", flush=True)
+    return row
+
+
+def _resnet50_profile(gpu, rng, limit) -> float:
+    """Seconds the light profiler takes for every ResNet-50 convolution (batch 1, as listed)."""
+    from ..workloads import suite
+
+    start = time.perf_counter()
+    for c in suite()["R50"]["cases"]:
+        p = ConvProblem(c["batch"], c["height"], c["width"], c["in_channels"], c["out_channels"], c["kernel"],
+                        c["kernel"], c["stride"], c["padding"])
+        x, w, ref = _conv_data(p, rng)
+        _best_conv(p, gpu, x, w, ref, limit)
+    seconds = time.perf_counter() - start
+    print(f"profiler: all {len(suite()['R50']['cases'])} ResNet-50 convs in {seconds:.0f} s", flush=True)
+    return seconds
 
 
 def _b2b_row(gpu, rng, m, n0, k0, n1, relu, limit) -> dict:
@@ -149,7 +218,9 @@ def main(argv=None) -> int:
     md += [f"| {'x'.join(map(str, r['shape']))} | {r['template_ms']:.3f} | {r['cublas_ms']:.3f} | "
            f"{100 * r['of_cublas']:.0f}% |" for r in doc["gemm"]]
     md += ["", f"Epilogue fusion geomean {geomean([r['speedup'] for r in doc['epilogue']]):.2f}x; b2b geomean "
-           f"{geomean([r['speedup'] for r in doc['b2b']]):.2f}x.", ""]
+           f"{geomean([r['speedup'] for r in doc['b2b']]):.2f}x; padding geomean "
+           f"{geomean([r['speedup'] for r in doc['padding']]):.2f}x; profiler over ResNet-50's convs "
+           f"{doc['resnet50_profile_s']:.0f} s.", ""]
     save_run(args.out, "gpu_templates", doc, "\n".join(md) + "\n")
     return 0
 

@@ -5,6 +5,7 @@ without spilling registers."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ..build.nvcc import compile_cuda
@@ -14,7 +15,7 @@ from ..targets.gpu import GpuFacts
 from .epilogue import NO_EPILOGUE, Epilogue
 from .gpu_source import gemm_source, grid
 from .gpu_tiles import GpuTile, check_gpu_tile, gpu_tiles
-from .problem import GemmProblem
+from .problem import ConvProblem, GemmProblem
 
 NAME = "tw_gemm"
 
@@ -35,13 +36,41 @@ def gemm_module(dialect: str, problem: GemmProblem, tile: GpuTile, epilogue: Epi
                         outputs=(4,))
 
 
+def conv_module(dialect: str, problem: ConvProblem, tile: GpuTile, epilogue: Epilogue = NO_EPILOGUE) -> DeviceModule:
+    """The implicit-GEMM convolution: x [batch, H, W, IC] (NHWC), w [OC, KH, KW, IC], bias [OC], residual and
+    output [batch, OH, OW, OC]."""
+    p = problem
+    io = "float16" if dialect == "cuda" else "float32"
+    shapes = [("x", io, p.input_shape), ("w", io, (p.OC, p.KH, p.KW, p.IC)), ("bias", "float32", (p.OC,)),
+              ("res", io, p.output_shape), ("C", io, p.output_shape)]
+    args = tuple(DeviceBuffer(n, dt, s, s, "arg", i) for i, (n, dt, s) in enumerate(shapes))
+    gx, gy = grid(p.M, p.N, tile)
+    launch = KernelLaunch(NAME, (gx, gy, 1), (tile.threads, 1, 1), tile.smem_bytes, 0, args)
+    return DeviceModule(gemm_source(dialect, p.M, p.N, p.K, tile, epilogue, NAME, conv=p), dialect, NAME,
+                        (launch,), args, (), outputs=(4,))
+
+
+def conv_tiles(gpu: GpuFacts, problem: ConvProblem, limit: int = 24) -> list[GpuTile]:
+    return gpu_tiles(gpu, problem.M, problem.N, problem.K, limit, align=math.gcd(problem.IC, 8))
+
+
+def build_gpu_conv(problem: ConvProblem, gpu: GpuFacts, tile: GpuTile | None = None,
+                   epilogue: Epilogue = NO_EPILOGUE):
+    tile = tile or conv_tiles(gpu, problem)[0]
+    check_gpu_tile(tile, gpu)
+    return _runnable(conv_module(gpu.api, problem, tile, epilogue), gpu)
+
+
 def build_gpu_gemm(problem: GemmProblem, gpu: GpuFacts, tile: GpuTile | None = None,
                    epilogue: Epilogue = NO_EPILOGUE):
     """The template for `problem` on `gpu` (its api picks the dialect), as a runnable kernel:
     `kernel(A, B, bias, res, C)` on NumPy arrays, `kernel.time(...)`."""
     tile = tile or gpu_tiles(gpu, problem.M, problem.N, problem.K)[0]
     check_gpu_tile(tile, gpu, problem.K)
-    module = gemm_module(gpu.api, problem, tile, epilogue)
+    return _runnable(gemm_module(gpu.api, problem, tile, epilogue), gpu)
+
+
+def _runnable(module: DeviceModule, gpu: GpuFacts):
     if gpu.api == "cuda":
         from ..runtime.cuda import CudaKernel
 

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import math
 
+from ..errors import ScheduleError
 from .epilogue import NO_EPILOGUE, Epilogue
 from .gpu_tiles import MMA_K, MMA_M, MMA_N, PAD, GpuTile
+from .problem import ConvProblem
 
 DIALECT = {
     "cuda": {
@@ -62,14 +64,25 @@ __device__ __forceinline__ void tw_mma(float *c, const unsigned *a, const unsign
 
 
 def _load_tile(dialect: str, smem: str, src: str, rows_total: str, row0: str, k_total: int, tile_rows: int,
-               t: GpuTile) -> str:
-    """Copy a tile_rows x bk tile of `src` ([rows_total, k_total] row-major) into smem[stage], zeros outside."""
+               t: GpuTile, conv: ConvProblem | None = None) -> str:
+    """Copy a tile_rows x bk tile of `src` ([rows_total, k_total] row-major) into smem[stage], zeros outside;
+    with `conv`, `src` is the NHWC input and row r, column k the implicit GEMM's: output pixel r, (kh, kw, ic) k."""
     per_row = t.bk // t.align
     head = (f"  for (int c = tid; c < {tile_rows * per_row}; c += {t.threads}) {{\n"
             f"    int r = c / {per_row}, col = (c % {per_row}) * {t.align};\n"
             f"    int gr = {row0} + r, gk = k0 + col;\n"
-            f"    int ok = gr < {rows_total} && gk < {k_total};\n"
-            f"    const TW_GLOBAL tw_in *p = {src} + (ok ? (long)gr * {k_total} + gk : 0);\n")
+            f"    int ok = gr < {rows_total} && gk < {k_total};\n")
+    if conv is None:
+        head += f"    const TW_GLOBAL tw_in *p = {src} + (ok ? (long)gr * {k_total} + gk : 0);\n"
+    else:
+        cv = conv
+        head += (f"    int pix = ok ? gr : 0, tap = gk / {cv.IC}, ic = gk % {cv.IC};\n"
+                 f"    int n = pix / {cv.OH * cv.OW}, oh = pix / {cv.OW} % {cv.OH}, ow = pix % {cv.OW};\n"
+                 f"    int ih = oh * {cv.stride} - {cv.pad} + tap / {cv.KW} * {cv.dilation};\n"
+                 f"    int iw = ow * {cv.stride} - {cv.pad} + tap % {cv.KW} * {cv.dilation};\n"
+                 f"    ok = ok && ih >= 0 && ih < {cv.H} && iw >= 0 && iw < {cv.W};\n"
+                 f"    const TW_GLOBAL tw_in *p = {src} + (ok ? (((long)n * {cv.H} + ih) * {cv.W} + iw) * {cv.IC} + ic "
+                 ": 0);\n")
     if dialect == "cuda" and t.align >= 2:
         body = f"    tw_cp_async(&{smem}[stage][r][col], p, {2 * t.align}, ok ? {2 * t.align} : 0);\n"
     else:
@@ -118,10 +131,12 @@ def _compute(dialect: str, t: GpuTile) -> str:
     return mma_block(dialect, t.wm // MMA_M, t.wn // MMA_N, t.bk, "As[stage][{r}][{c}]", "Bs[stage][{r}][{c}]")
 
 
-def main_loop(dialect: str, t: GpuTile, M: int, N: int, K: int, b: str = "B", compute: str | None = None) -> str:
-    """The k loop over a bm x bn block of A [M, K] times `b` [N, K] through the shared ring."""
+def main_loop(dialect: str, t: GpuTile, M: int, N: int, K: int, b: str = "B", compute: str | None = None,
+              conv: ConvProblem | None = None) -> str:
+    """The k loop over a bm x bn block of A [M, K] (or `conv`'s implicit GEMM) times `b` [N, K] through the
+    shared ring."""
     kt = math.ceil(K / t.bk)
-    load = (_load_tile(dialect, "As", "A", str(M), "m0", K, t.bm, t)
+    load = (_load_tile(dialect, "As", "A", str(M), "m0", K, t.bm, t, conv)
             + _load_tile(dialect, "Bs", b, str(N), "n0", K, t.bn, t))
     compute = compute or _compute(dialect, t)
     if dialect == "cuda":
@@ -178,9 +193,14 @@ def _epilogue(t: GpuTile, ep: Epilogue, M: int, N: int) -> str:
 
 
 def gemm_source(dialect: str, M: int, N: int, K: int, tile: GpuTile, epilogue: Epilogue = NO_EPILOGUE,
-                name: str = "tw_gemm") -> str:
+                name: str = "tw_gemm", conv: ConvProblem | None = None) -> str:
     """`name`(A [M, K], B [N, K], bias [N] fp32, residual [M, N], C [M, N]); grid (ceil(N / bn), ceil(M / bm))
-    blocks of tile.threads threads. Inputs and outputs are half on CUDA, float on OpenCL."""
+    blocks of tile.threads threads. Inputs and outputs are half on CUDA, float on OpenCL. With `conv`
+    (M, N, K its implicit GEMM's), A is the NHWC input and B the OHWI weight: the output is NHWC."""
+    if conv is not None and conv.IC % tile.align:
+        raise ScheduleError(f"{conv.name}: {conv.IC} input channels are not a multiple of the {tile.align}-half "
+                            f"copy (a copy must not straddle two kernel taps); pad the channels or use align "
+                            f"{math.gcd(conv.IC, 8)}")
     d = DIALECT[dialect]
     t = tile
     mi, ni = t.wm // MMA_M, t.wn // MMA_N
@@ -198,7 +218,7 @@ def gemm_source(dialect: str, M: int, N: int, K: int, tile: GpuTile, epilogue: E
              f"  TW_UNROLL for (int i = 0; i < {mi}; ++i) TW_UNROLL for (int j = 0; j < {ni}; ++j) "
              "TW_UNROLL for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;",
              "  (void)bias; (void)res;",
-             main_loop(dialect, t, M, N, K) + _epilogue(t, epilogue, M, N) + "}"]
+             main_loop(dialect, t, M, N, K, conv=conv) + _epilogue(t, epilogue, M, N) + "}"]
     src = "\n".join(p for p in parts if p)
     return src.replace("restrict", "__restrict__") if dialect == "cuda" else src
 

@@ -81,10 +81,11 @@ def check_gpu_tile(tile: GpuTile, gpu: GpuFacts, k: int | None = None) -> None:
                             f"(kernels.padding) or use align {math.gcd(k, 8)}")
 
 
-def gpu_tiles(gpu: GpuFacts, m: int, n: int, k: int, limit: int = 24) -> list[GpuTile]:
+def gpu_tiles(gpu: GpuFacts, m: int, n: int, k: int, limit: int = 24, align: int | None = None) -> list[GpuTile]:
     """Best-first by a static score: work per block (bm*bn/(bm+bn), the operand reuse), warp tiles
-    large, enough blocks for every SM, little padding waste."""
-    align = math.gcd(k, 8)
+    large, enough blocks for every SM, little padding waste. `align`: halves per copy (default the
+    widest that divides K; a convolution's must divide its input channels)."""
+    align = align or math.gcd(k, 8)
     out = []
     for bm in (32, 64, 128, 256):
         for bn in (32, 64, 128, 256):
