@@ -31,14 +31,6 @@ class GemmProblem:
         _positive("GemmProblem", M=self.M, N=self.N, K=self.K)
 
     @property
-    def rows(self) -> int:
-        return self.M
-
-    @property
-    def reduction(self) -> int:
-        return self.K
-
-    @property
     def flops(self) -> int:
         return 2 * self.M * self.N * self.K
 
@@ -104,9 +96,6 @@ class ConvProblem:
     @property
     def K(self) -> int:
         return self.KH * self.KW * self.IC
-
-    rows = M
-    reduction = K
 
     @property
     def flops(self) -> int:

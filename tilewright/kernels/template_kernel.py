@@ -132,4 +132,4 @@ def random_inputs(problem, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     return x, w
 
 
-__all__ = ["TemplateKernel", "build_template", "pack_weight", "pack_bias", "ConvProblem", "GemmProblem"]
+__all__ = ["NativeKernel", "TemplateKernel", "build_template", "pack_bias", "pack_weight"]
