@@ -63,6 +63,8 @@ def _rows(st: Stage) -> str:
     head = f"static inline void tw_s{i}_rows(long ir, int m, const float *src, const float **rows) {{\n"
     if isinstance(p, GemmProblem):
         return head + f"  for (int r = 0; r < m; ++r) rows[r] = src + (ir + r) * {st.lda}L;\n}}"
+    if p.pointwise:  # a 1x1 stride-1 conv: output pixel r reads input pixel r, no index arithmetic
+        return head + f"  for (int r = 0; r < m; ++r) rows[r] = src + (ir + r) * {p.IC}L;\n}}"
     hp, wp = p.H + 2 * p.pad, p.W + 2 * p.pad
     return head + (f"  for (int r = 0; r < m; ++r) {{\n"
                    f"    long pix = ir + r, n = pix / {p.OH * p.OW}L, rem = pix % {p.OH * p.OW}L;\n"
