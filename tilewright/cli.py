@@ -159,7 +159,7 @@ def cmd_compile(args) -> int:
     from .graph.compile import compile as compile_model
 
     module = compile_model(args.model, target=args.target, trials=args.trials, records=args.records,
-                           progress=not args.quiet)
+                           progress=not args.quiet, kernels=args.kernels)
     module.export(args.out)
     print(f"{args.model}: {len(module.steps)} kernels, {module.tuning.get('trials', 0)} new trials; wrote "
           f"{args.out}/ (libmodel.so, weights.bin, model.h)")
@@ -178,6 +178,9 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--target", default="cpu", help="a CPU target string, e.g. 'cpu -isa=avx2'")
     c.add_argument("--records", help="SQLite record file (default: the user cache dir)")
     c.add_argument("--out", required=True, help="directory for libmodel.so, weights.bin and model.h")
+    c.add_argument("--kernels", default="search", choices=["search", "templates", "auto"],
+                   help="dense layers on Bolt-style templates ('templates'), or the faster of template and "
+                        "searched kernel per layer ('auto'); default: searched kernels only")
     c.add_argument("--quiet", action="store_true", help="no progress lines")
     c.set_defaults(fn=cmd_compile)
     t = sub.add_parser("tune", help="tune an operator of tw.ops or a suite case")

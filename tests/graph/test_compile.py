@@ -133,12 +133,18 @@ def test_the_command_compiles_an_onnx_file(tmp_path, capsys):
     pytest.importorskip("onnx")
     from tilewright.cli import main
 
-    net, x, _ = _small_net(torch)
+    net, x, want = _small_net(torch)
     torch.onnx.export(net, (x,), str(tmp_path / "net.onnx"), dynamo=False, opset_version=17)
     out = tmp_path / "lib"
     assert main(["compile", str(tmp_path / "net.onnx"), "--out", str(out), "--records", str(tmp_path / "r.db"),
                  "--quiet"]) == 0
     assert (out / "model.h").is_file() and "0 new trials" in capsys.readouterr().out
+    if host_runs(AVX2):  # the Linear layer on a template, exported with its packed weights
+        tpl = tmp_path / "lib_templates"
+        assert main(["compile", str(tmp_path / "net.onnx"), "--out", str(tpl), "--records", str(tmp_path / "r.db"),
+                     "--quiet", "--kernels", "templates"]) == 0
+        np.testing.assert_allclose(tw.load(tpl)(x.numpy()), want, rtol=1e-4, atol=1e-4)
+        capsys.readouterr()
     assert main(["compile", str(tmp_path / "absent.onnx"), "--out", str(out)]) == 2
     assert "no ONNX file at" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exit_:
