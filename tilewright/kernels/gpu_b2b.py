@@ -50,7 +50,10 @@ def n0_padded(n0: int, warps_n: int) -> int:
 
 
 def check_gpu_residency(problem: B2BProblem, bt: GpuB2BTile, gpu: GpuFacts) -> None:
-    f, g = problem.first, problem.gemm1
+    """The static proof of a fused pair on the GPU: the block covers all N0 columns (TB_N = N0), its threads
+    hold their share of the resident rows in registers, and the rows, GEMM1's weight tile and the ring fit
+    the block's shared memory. A ScheduleError names the first that fails."""
+    f = problem.first
     if not isinstance(f, GemmProblem):
         raise ScheduleError(f"{problem.name}: the GPU b2b template fuses GEMMs; a convolution pair runs unfused")
     t = bt.tile
@@ -72,7 +75,6 @@ def check_gpu_residency(problem: B2BProblem, bt: GpuB2BTile, gpu: GpuFacts) -> N
                             f"{gpu.shared_mem_per_block}")
     if bt.wn1 % MMA_N:
         raise ScheduleError(f"{problem.name}: the stage-1 warp tile's {bt.wn1} columns are not whole instructions")
-    del g
 
 
 def gpu_b2b_tiles(problem: B2BProblem, gpu: GpuFacts, limit: int = 16) -> list[GpuB2BTile]:
