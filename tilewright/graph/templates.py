@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..codegen.c import CSource
 from ..kernels import CpuTile, Epilogue, GemmProblem
 from ..kernels.cpu_source import single_source
 from ..kernels.template_kernel import NativeKernel, pack_bias, pack_weight
@@ -87,11 +88,6 @@ class TemplateFill:
         return packed
 
 
-class _Source:
-    def __init__(self, text: str):
-        self.text, self.kernel_name = text, "tw_kernel"
-
-
 class GraphTemplateKernel(NativeKernel):
     """A template built for a model's step: `tw_call` takes the step's values in the task kernel's
     order, then the packs of its TemplateFill."""
@@ -111,7 +107,7 @@ class GraphTemplateKernel(NativeKernel):
         self.fill = TemplateFill(match, tile, slots)
         super().__init__(single_source(match.problem, match.epilogue, tile, call_slots=call), target,
                          match.problem.name)
-        self._source = _Source(self.source)
+        self._source = CSource(self.source, "tw_kernel", "")  # what graph/export.py reads
 
     def set_num_threads(self, n: int) -> None:
         self._lib.tw_set_num_threads(int(n))

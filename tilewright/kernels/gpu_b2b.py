@@ -14,7 +14,7 @@ from ..codegen.device import DeviceBuffer, DeviceModule, KernelLaunch
 from ..errors import ScheduleError
 from ..targets.gpu import GpuFacts
 from .b2b import B2BProblem
-from .gpu_source import CUDA_HELPERS, DIALECT, indent, main_loop, mma_block
+from .gpu_source import CUDA_HELPERS, DIALECT, indent, main_loop, mma_block, store_epilogue
 from .gpu_tiles import MMA_K, MMA_M, MMA_N, PAD, REGS_OVERHEAD, GpuTile, check_gpu_tile
 from .problem import GemmProblem
 
@@ -112,6 +112,7 @@ def b2b_source(dialect: str, problem: B2BProblem, bt: GpuB2BTile) -> str:
     M, K0, N0, N1, n0p = f.M, f.K, f.N, g.N, bt.tile.bn
     mi, ni0, ni1 = t.wm // MMA_M, t.wn // MMA_N, bt.wn1 // MMA_N
     stage0 = main_loop(dialect, t, M, N0, K0, b="B0")
+    stage1_store = indent(store_epilogue(mi, ni1, e1, M, N1, acc="acc1", col0="nb + wn1", bias="bias1"), 2)
     body = f"""  TW_LOCAL tw_in As[{t.stages}][{t.bm}][{t.bk + PAD}];
   TW_LOCAL tw_in Bs[{t.stages}][{t.bn}][{t.bk + PAD}];
   TW_LOCAL tw_in T[{t.bm}][{n0p + PAD}];
@@ -146,22 +147,7 @@ def b2b_source(dialect: str, problem: B2BProblem, bt: GpuB2BTile) -> str:
     TW_UNROLL for (int i = 0; i < {mi}; ++i) TW_UNROLL for (int j = 0; j < {ni1}; ++j)
       TW_UNROLL for (int e = 0; e < 4; ++e) acc1[i][j][e] = 0.0f;
     const int wn1 = (warp % {bt.warps_n}) * {bt.wn1};
-{indent(mma_block(dialect, mi, ni1, n0p, "T[{r}][{c}]", "W1[{r}][{c}]", acc="acc1", col0="wn1"), 2)}    TW_UNROLL
-    for (int i = 0; i < {mi}; ++i)
-      TW_UNROLL
-      for (int j = 0; j < {ni1}; ++j)
-        TW_UNROLL
-        for (int e = 0; e < 4; ++e) {{
-          int r = m0 + wm0 + i * {MMA_M} + group + (e >= 2 ? 8 : 0), n = nb + wn1 + j * {MMA_N} + tig * 2 + (e & 1);
-          if (r < {M} && n < {N1}) {{
-            float v = acc1[i][j][e], bv = {"bias1[n]" if e1.bias else "0.0f"};
-            float rv = {f"TW_TO_FLOAT(res[(long)r * {N1} + n])" if e1.residual else "0.0f"};
-            (void)bv; (void)rv;
-            {e1.c_scalar_body()}
-            C[(long)r * {N1} + n] = TW_FROM_FLOAT(v);
-          }}
-        }}
-  }}
+{indent(mma_block(dialect, mi, ni1, n0p, "T[{r}][{c}]", "W1[{r}][{c}]", acc="acc1", col0="wn1"), 2)}{stage1_store}  }}
 }}
 """
     sig = (d["signature"].format(threads=t.threads, name=NAME)

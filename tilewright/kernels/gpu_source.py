@@ -171,8 +171,10 @@ def indent(text: str, n: int) -> str:
     return "".join((" " * n + line if line else line) for line in text.splitlines(True))
 
 
-def _epilogue(t: GpuTile, ep: Epilogue, M: int, N: int) -> str:
-    mi, ni = t.wm // MMA_M, t.wn // MMA_N
+def store_epilogue(mi: int, ni: int, ep: Epilogue, M: int, N: int, acc: str = "acc", col0: str = "n0 + wn0",
+                   bias: str = "bias") -> str:
+    """Each accumulator of a warp's mi x ni grid of m16n8 tiles through `ep`, stored to C [M, N] where in
+    bounds; columns start at `col0`, the bias is read from `bias`."""
     return f"""  TW_UNROLL
   for (int i = 0; i < {mi}; ++i)
     TW_UNROLL
@@ -180,9 +182,9 @@ def _epilogue(t: GpuTile, ep: Epilogue, M: int, N: int) -> str:
       TW_UNROLL
       for (int e = 0; e < 4; ++e) {{
         int r = m0 + wm0 + i * {MMA_M} + group + (e >= 2 ? 8 : 0);
-        int n = n0 + wn0 + j * {MMA_N} + tig * 2 + (e & 1);
+        int n = {col0} + j * {MMA_N} + tig * 2 + (e & 1);
         if (r < {M} && n < {N}) {{
-          float v = acc[i][j][e], bv = {"bias[n]" if ep.bias else "0.0f"};
+          float v = {acc}[i][j][e], bv = {f"{bias}[n]" if ep.bias else "0.0f"};
           float rv = {f"TW_TO_FLOAT(res[(long)r * {N} + n])" if ep.residual else "0.0f"};
           (void)bv; (void)rv;
           {ep.c_scalar_body()}
@@ -218,7 +220,7 @@ def gemm_source(dialect: str, M: int, N: int, K: int, tile: GpuTile, epilogue: E
              f"  TW_UNROLL for (int i = 0; i < {mi}; ++i) TW_UNROLL for (int j = 0; j < {ni}; ++j) "
              "TW_UNROLL for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;",
              "  (void)bias; (void)res;",
-             main_loop(dialect, t, M, N, K, conv=conv) + _epilogue(t, epilogue, M, N) + "}"]
+             main_loop(dialect, t, M, N, K, conv=conv) + store_epilogue(mi, ni, epilogue, M, N) + "}"]
     src = "\n".join(p for p in parts if p)
     return src.replace("restrict", "__restrict__") if dialect == "cuda" else src
 
