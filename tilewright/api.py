@@ -12,7 +12,9 @@ from .errors import TensorizeError
 from .lower import LoweredFunc
 from .lower import lower as _lower
 from .schedule import Schedule
-from .search.tuner import TuneResult, best_schedule, check_options, run_tuning
+from .search.best import best_schedule
+from .search.options import check_count
+from .search.tuner import TuneResult, run_tuning
 from .targets import as_target
 
 
@@ -57,13 +59,15 @@ def build(s, args=None, target="cpu", name: str = "kernel"):
 def tune(tensors, target="cpu", trials: int = 200, method: str = "q", **options) -> TuneResult:
     """Search `trials` schedules of the program whose arguments are `tensors`
     (inputs and outputs, in kernel order). Returns a TuneResult with the best
-    schedule, its time, the history, `report()` and `build()`. Options: see
-    `tilewright.search.tuner.run_tuning` (timeout, seed, records, early_stop,
-    batch, warmup, progress, log, from_default, cost_model: "auto" | "on" |
-    "off", the learned model that pre-screens proposals, flush_cache: time single
-    calls after evicting the caches, constants: input tensors that never change,
-    whose packs are made once outside the timed kernel)."""
-    check_options(trials=trials)  # a positive count here; 0 (re-time only) is the task scheduler's
+    schedule, its time, the history, `report()` and `build()`. Options: records
+    (a store or path), constants (input tensors that never change, whose packs are
+    made once outside the timed kernel), and those of
+    `tilewright.search.options.TuneOptions` (timeout, seed, early_stop, batch,
+    warmup, progress, log, from_default, cost_model: "auto" | "on" | "off", the
+    learned model that pre-screens proposals, flush_cache: time single calls after
+    evicting the caches), or `options=` a TuneOptions. A `TuningTask`
+    (tilewright.search.task) keeps a tuning open across calls."""
+    check_count("trials", trials)
     tgt = as_target(target)
     backend = backend_for(tgt)
     if backend.operator_tuner is not None:

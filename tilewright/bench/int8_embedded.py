@@ -44,7 +44,7 @@ def deployed_kernel(args, constants, arrays, target, trials: int, seed: int = 0)
     from tilewright.graph.const_packs import PackFill
     from tilewright.lower.hoist_packs import hoist_constant_packs
     from tilewright.lower.workspace import lift_workspace
-    from tilewright.search.tuner import best_schedule
+    from tilewright.search.best import best_schedule
 
     if trials:
         tw.tune(args, target=target, trials=trials, seed=seed, progress=False, constants=constants)

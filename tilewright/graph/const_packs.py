@@ -46,7 +46,7 @@ def build_kernel(args: list, constant_positions: set[int], target, name: str):
     from ..lower.hoist_packs import hoist_constant_packs
     from ..lower.verify import verify
     from ..lower.workspace import lift_workspace
-    from ..search.tuner import best_schedule
+    from ..search.best import best_schedule
 
     backend = backend_for(target)
     if backend.kind != "cpu":

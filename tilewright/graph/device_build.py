@@ -98,7 +98,7 @@ def _build_kernels(jobs: dict[str, tuple], target, partition) -> dict[str, objec
 
     from ..backends import backend_for
     from ..config import build_cpus, pin_this_thread, usable_cores
-    from ..search.tuner import best_schedule
+    from ..search.best import best_schedule
 
     backend = backend_for(target)
     rendered = {}

@@ -20,7 +20,11 @@ from dataclasses import dataclass, field
 
 from ..build.artefact_cache import content_key
 from ..records import Records
+from ..search.options import TuneOptions
+from ..search.task import TuningTask
 from .tasks import Task
+
+MAX_LIVE_RUNNERS = 6  # tasks that keep a runner process between their slices; the others pause theirs
 
 
 @dataclass
@@ -28,6 +32,7 @@ class _State:
     task: Task
     slices: int = 0
     history: list[float] = field(default_factory=list)  # best cost after each slice
+    tuning: TuningTask | None = None  # set up at the task's first slice, kept to the end
 
     def rate(self) -> float:
         """Relative improvement of the last slice, or an optimistic guess without two points."""
@@ -70,65 +75,79 @@ def known_costs(tasks: list[Task], target, store: Records) -> tuple[int, bool]:
 
 def tune_tasks(tasks: list[Task], target, trials: int, records=None, slice_trials: int = 8,
                warmup_trials: int | None = None, progress: bool = True, model: str = "model",
-               **tune_options) -> dict:
+               options: TuneOptions | None = None, **tune_options) -> dict:
     """Tune `tasks` with `trials` measurements in all (those the store counts as spent on
     this model included); returns a summary (new trials, reused records, seconds, estimated
-    latency before and after). `tune_options` go to `tw.tune`
-    (seed, timeout, cost_model, method, ...)."""
-    from ..api import tune
+    latency before and after). Each task is one `TuningTask`, set up at its first slice and
+    kept to the end (its space, strategy, cost model, inputs and reference made once); a task
+    that stops improving (its early stop) gets no more slices. `options` or `tune_options`:
+    how each task searches (TuneOptions: seed, timeout, cost_model, method, ...)."""
     from ..backends import backend_for
-    from ..search.tuner import run_tuning
     from ..targets import as_target
 
     target = as_target(target)
+    opts = TuneOptions.of(options, **{"progress": False, **tune_options})
+    backend = backend_for(target)
     store = records if isinstance(records, Records) else Records(records)
     reused, every_task = known_costs(tasks, target, store)
     before = estimated_latency(tasks)
     states = [_State(t) for t in tasks]
     warm = warmup_trials if warmup_trials is not None else max(1, min(slice_trials, trials // max(len(tasks), 1)))
+    share = max(slice_trials, trials // max(len(tasks), 1))  # a task's expected budget: sizes its warm-up
     key = model_key(tasks)
     spent_before = store.model_trials(key, target.key)
     if spent_before is None:  # a store from before the count: its records count once every task has some
         spent_before = reused if every_task else 0
     counted = min(spent_before, trials)
     spent, start = counted, time.perf_counter()
-    tune_options.setdefault("progress", False)
+    live: list[_State] = []  # tasks holding a runner process, least recently used first
 
     def give(st: _State, n: int) -> None:
         nonlocal spent
         n = min(n, trials - spent)
-        if n <= 0:
+        if n <= 0 or (st.tuning is not None and st.tuning.stopped):
             return
-        args = st.task.args  # weights are packed once, outside the timed kernel, as the model runs them
-        result = tune(args, target=target, trials=n, records=store, constants=[args[i] for i in st.task.constants],
-                      retime=False, **tune_options)
-        got = len(result.history) or n
+        if st.tuning is None:  # weights are packed once, outside the timed kernel, as the model runs them
+            args = st.task.args
+            st.tuning = TuningTask(backend, args, target, opts, store, [args[i] for i in st.task.constants],
+                                   budget=share)
+        if st in live:
+            live.remove(st)
+        live.append(st)
+        while len(live) > MAX_LIVE_RUNNERS:
+            live.pop(0).tuning.pause()
+        got = len(st.tuning.tune(n))
         spent += got
         store.add_model_trials(key, target.key, got)
         st.task.trials += got
         st.slices += 1
-        st.task.best_cost = min(st.task.best_cost, result.best_cost)
+        st.task.best_cost = min(st.task.best_cost, st.tuning.best[1])
         st.history.append(st.task.best_cost)
         _show(progress, model, spent, trials, tasks, start)
 
-    for st in states:  # warm-up, round robin; known tasks skip it
-        if spent >= trials:
-            break
-        if math.isfinite(st.task.best_cost):
-            st.history.append(st.task.best_cost)
-            continue
-        give(st, warm)
-    while spent < trials and states:
-        before_spent = spent
-        give(max(states, key=_State.gain), slice_trials)
-        if spent == before_spent:
-            break
-    for st in states:  # the best few points of each tuned task timed again, once (not after every slice)
-        if st.slices:
-            args = st.task.args
-            st.task.best_cost = run_tuning(backend_for(target), args, target, trials=0, records=store,
-                                           constants=[args[i] for i in st.task.constants],
-                                           **tune_options).best_cost
+    try:
+        for st in states:  # warm-up, round robin; known tasks skip it
+            if spent >= trials:
+                break
+            if math.isfinite(st.task.best_cost):
+                st.history.append(st.task.best_cost)
+                continue
+            give(st, warm)
+        while spent < trials:
+            open_states = [st for st in states if st.tuning is None or not st.tuning.stopped]
+            if not open_states:
+                break
+            before_spent = spent
+            give(max(open_states, key=_State.gain), slice_trials)
+            if spent == before_spent:
+                break
+        for st in states:  # the best few points of each tuned task timed again, once (not after every slice)
+            if st.tuning is not None:
+                st.task.best_cost = st.tuning.retime()
+    finally:
+        for st in states:
+            if st.tuning is not None:
+                st.tuning.close()
     _show(progress, model, spent, trials, tasks, start, end=True)
     return {"trials": spent - counted, "reused": reused, "seconds": time.perf_counter() - start,
             "estimated_before_s": before, "estimated_after_s": estimated_latency(tasks)}

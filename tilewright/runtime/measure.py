@@ -266,6 +266,16 @@ class Measurer:
                 on_result(len(out) - 1, out[-1])
         return out
 
+    def suspend(self) -> None:
+        """End the runner process while the measurer stays (inputs, reference, timeouts): an idle tuning task
+        holds no process; the next `run` starts a fresh one."""
+        if self._proc is not None:
+            try:
+                self._proc.stdin.close()
+            except OSError:
+                pass
+        self._stop(grace=2.0)
+
     def close(self) -> None:
         if self._proc is not None:
             try:
