@@ -30,7 +30,7 @@ def test_compiles_run_on_the_build_cpus(tmp_path, monkeypatch):
     B = tw.compute((64,), lambda i: A[i] * 3.0, name="B")
     cpu = dataclasses.replace(tw.as_target("cpu"), compiler=str(wrapper))
     with Measurer([B], [A, B], cpu, backend_for(cpu), timeout=5.0, repeat=1, min_repeat_ms=1) as m:
-        assert m.build_workers == 1
+        assert m.builder.workers == 1
         result = m.measure([tw.create_schedule(B)])[0]
     assert result.ok, result.error_msg
     seen = {line.split()[-1] for line in log.read_text().splitlines()}

@@ -98,6 +98,6 @@ def test_flushed_measurement_times_single_calls_after_evicting_the_caches():
     cpu = tw.as_target("cpu")
     with Measurer([B], [A, B], cpu, backend_for(cpu), timeout=5.0, repeat=2, min_repeat_ms=1,
                   flush_cache=True) as m:
-        assert m.flush_bytes >= 2 * (cpu.cache_bytes(3) or 0) and m.flush_bytes >= 1 << 26
+        assert m.runner.flush_bytes >= 2 * (cpu.cache_bytes(3) or 0) and m.runner.flush_bytes >= 1 << 26
         r = m.run(library("for (int i = 0; i < 64; ++i) B[i] = A[i] * 2.0f; return 0;"))
         assert r.ok and len(r.costs) == max(2, FLUSHED_SAMPLES)

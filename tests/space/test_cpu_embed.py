@@ -102,7 +102,7 @@ def test_a_tuned_rewrite_replays_from_its_record_and_hoists_the_constant_weight_
     result = tw.tune(args, target=AVX2, trials=3, seed=0, progress=False, records=records, constants=[W])
     assert isinstance(result.plan, TensorizedPlan) and 0 < result.best_cost < float("inf")
     from tilewright.records import Records
-    from tilewright.search.tuner import best_schedule
+    from tilewright.search.best import best_schedule
 
     with Records(records), warnings.catch_warnings():
         warnings.simplefilter("error")

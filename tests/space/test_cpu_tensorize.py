@@ -109,7 +109,7 @@ def test_tuner_searches_the_tensorized_space(tmp_path):
     # a compiled model builds from the store: the tensorizing trace must replay there (it once fell
     # back to the default schedule for want of the intrinsic registry)
     from tilewright.records import Records
-    from tilewright.search.tuner import best_schedule
+    from tilewright.search.best import best_schedule
 
     with Records(tmp_path / "r.sqlite"), warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -40,6 +40,9 @@ def main(argv=None) -> int:
         latency = median_seconds(lambda: module(*xs), repeat=15)
         print(json.dumps({"model": a.model, "trials": a.trials, "seed": a.seed, "layout": a.layout,
                           "tune_wall_s": round(wall, 2), "new_trials": module.tuning.get("trials"),
+                          "phases_s": {k: round(v, 2) for k, v in module.tuning.items()
+                                       if k.endswith("_s") and not k.startswith("estimated")}
+                          | {"tune_tasks": round(module.tuning.get("seconds", 0.0), 2)},
                           "latency_ms": round(latency * 1e3, 4)}))
     return 0
 

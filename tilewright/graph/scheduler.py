@@ -141,15 +141,20 @@ def tune_tasks(tasks: list[Task], target, trials: int, records=None, slice_trial
             give(max(open_states, key=_State.gain), slice_trials)
             if spent == before_spent:
                 break
+        retime_start = time.perf_counter()
         for st in states:  # the best few points of each tuned task timed again, once (not after every slice)
             if st.tuning is not None:
                 st.task.best_cost = st.tuning.retime()
+        retime_s = time.perf_counter() - retime_start
     finally:
         for st in states:
             if st.tuning is not None:
                 st.tuning.close()
     _show(progress, model, spent, trials, tasks, start, end=True)
+    tuned = [st.tuning for st in states if st.tuning is not None]
     return {"trials": spent - counted, "reused": reused, "seconds": time.perf_counter() - start,
+            "setup_s": sum(t.setup_s for t in tuned), "build_s": sum(t.build_s for t in tuned),
+            "run_s": sum(t.run_s for t in tuned), "retime_s": retime_s if tuned else 0.0,
             "estimated_before_s": before, "estimated_after_s": estimated_latency(tasks)}
 
 

@@ -82,6 +82,8 @@ class TuningTask:
         self._errors = 0
         self._start = time.perf_counter()
         self.stopped = ""  # why the task measures no more: "space exhausted", "early stop: ..."
+        self.build_s = self.run_s = 0.0  # seconds its measurements spent building (wall) and running
+        self.setup_s = time.perf_counter() - self._start
         self._closed = False
 
     @property
@@ -132,6 +134,8 @@ class TuningTask:
             self.result.best_point, self.result.best_cost = p, cost
             self._last_gain = self.trials
         self._errors += not m.ok
+        self.build_s += m.build_s
+        self.run_s += m.run_s
         trial = Trial(self.trials, time.perf_counter() - self._start, p, cost, m.error_kind.value, m.error_msg,
                       self.result.best_cost)
         self.result.history.append(trial)

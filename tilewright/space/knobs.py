@@ -14,6 +14,8 @@ import math
 import random
 from dataclasses import dataclass
 
+from ..errors import TilewrightError
+
 
 def smallest_prime_factor(n: int) -> int:
     for p in range(2, int(math.isqrt(n)) + 1):
@@ -143,8 +145,19 @@ class OrdinalKnob:
         return [value / max(1, len(self.options) - 1)]
 
 
+# Every knob name a space may omit and its code reads with a default (`option`): a name outside these is a
+# misspelling, which would otherwise read as the default for every point and leave the knob untuned.
+OPTIONAL_KNOBS = frozenset({"fuse", "unroll", "vec_reduce", "reduce_block", "outer_order", "reduce_order",
+                            "reduce_inner", "pressure_sched", "rolled", "vec_axis", "fetch_vector", "cross"})
+KNOB_PREFIXES = ("pack.", "place.", "shared.", "split.")
+
+
 def option(point, name: str, default):
-    """The value of knob `name` in `point`, or `default` where the space has no such knob."""
+    """The value of knob `name` in `point`, or `default` where the space has no such knob; a name that no
+    space declares (OPTIONAL_KNOBS, KNOB_PREFIXES) is an error, not a silent default."""
+    if name not in OPTIONAL_KNOBS and not name.startswith(KNOB_PREFIXES):
+        raise TilewrightError(f"no space declares a knob {name!r}; optional knobs: {', '.join(sorted(OPTIONAL_KNOBS))}"
+                              f", or a name starting with {', '.join(KNOB_PREFIXES)}")
     try:
         return point[name]
     except KeyError:
