@@ -48,10 +48,10 @@ def test_same_seed_and_same_measurements_give_the_same_run(tmp_path, monkeypatch
     # seed; with the same measured costs the run is the same.
     from tilewright.runtime.measure import MeasureResult
 
-    def fake(self, schedules, on_result=None):
-        out = [MeasureResult(costs=(1e-3 + (hash(s.trace.to_json()) % 997) * 1e-6,)) for s in schedules]
+    def fake(self, schedules, on_result=None, libraries=None, rounds=1):
+        out = [MeasureResult(costs=(1e-3 + (hash(s.trace.to_json()) % 997) * 1e-6,)) for s in schedules] * rounds
         for i, m in enumerate(out):
-            on_result(i, m)
+            on_result(i % len(schedules), m)
         return out
 
     monkeypatch.setattr(tune_module.Measurer, "measure", fake)
@@ -83,11 +83,11 @@ def test_interrupted_run_keeps_its_measurements_and_resumes(tmp_path, monkeypatc
     real = tune_module.Measurer.measure
     calls = {"n": 0}
 
-    def flaky(self, schedules, on_result=None):
+    def flaky(self, schedules, on_result=None, **kw):
         calls["n"] += 1
         if calls["n"] == 3:
             raise KeyboardInterrupt
-        return real(self, schedules, on_result)
+        return real(self, schedules, on_result, **kw)
 
     monkeypatch.setattr(tune_module.Measurer, "measure", flaky)
     with pytest.raises(KeyboardInterrupt):
@@ -152,7 +152,7 @@ def test_each_measurement_is_committed_as_it_completes(tmp_path, monkeypatch):
     """A kill after 3 of a batch's 4 measurements keeps those 3 (records were once written per batch)."""
     from tilewright.runtime.measure import MeasureResult
 
-    def killed_midway(self, schedules, on_result=None):
+    def killed_midway(self, schedules, on_result=None, **kw):
         for i in range(3):
             on_result(i, MeasureResult(costs=(1e-3 * (i + 1),)))
         raise KeyboardInterrupt
@@ -193,19 +193,20 @@ def test_a_point_never_retimed_does_not_win_over_retimed_finalists(tmp_path, mon
     real = tune_module.Measurer.measure
     seen: dict = {}
 
-    def scripted(self, schedules, on_result=None):
-        def fixed(i, m):
+    def scripted(self, schedules, on_result=None, libraries=None, rounds=1):
+        def fixed(n_result, m):
+            i = n_result % len(schedules)
             key = trace_of(schedules[i]) if m.ok else str(i)
             n = seen.setdefault(key, [len(seen), 0])
             n[1] += 1
             t = 1e-3 * (1 + n[0] % 7)
             return replace(m, costs=(t if n[1] == 1 else 3 * t,) * 3)
 
-        results = real(self, schedules, None)
-        out = [fixed(i, m) for i, m in enumerate(results)]
-        for i, m in enumerate(out):
+        results = real(self, schedules, None, libraries=libraries, rounds=rounds)
+        out = [fixed(n, m) for n, m in enumerate(results)]
+        for n, m in enumerate(out):
             if on_result:
-                on_result(i, m)
+                on_result(n % len(schedules), m)
         return out
 
     monkeypatch.setattr(tune_module.Measurer, "measure", scripted)

@@ -151,11 +151,11 @@ def fill_store(path, tensors, n=60, seed=0):
 
 
 def fake_measure(calls):
-    def measure(self, schedules, on_result=None):
+    def measure(self, schedules, on_result=None, libraries=None, rounds=1):
         calls.append(len(schedules))
-        out = [MeasureResult(costs=(1e-3 + (hash(s.trace.to_json()) % 997) * 1e-6,)) for s in schedules]
+        out = [MeasureResult(costs=(1e-3 + (hash(s.trace.to_json()) % 997) * 1e-6,)) for s in schedules] * rounds
         for i, m in enumerate(out):
-            on_result(i, m)
+            on_result(i % len(schedules), m)
         return out
 
     return measure

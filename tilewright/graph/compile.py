@@ -48,8 +48,10 @@ def compile(model, example_inputs=None, target="cpu", trials: int = 0, records=N
     "auto" (both built after tuning, the faster in the model kept per task; `module.templates` says
     what was chosen and why).
     `records`: a record store or path (default: the user cache); tuning writes to it
-    and the build reads from it. `tune_options` go to `tw.tune` (seed, timeout, cost_model, ...)."""
+    and the build reads from it. `tune_options`: how each task searches (search/options.py TuneOptions: seed, timeout,
+    cost_model, method, ...)."""
     from ..records import Records
+    from ..search.options import TuneOptions, check_count
     from ..targets import as_target
     from .fusion import fuse
     from .infer import infer_types
@@ -57,6 +59,8 @@ def compile(model, example_inputs=None, target="cpu", trials: int = 0, records=N
     from .template_choice import check_choice
 
     check_choice(kernels)
+    check_count("trials", trials, lowest=0)
+    options = TuneOptions.of(**tune_options)  # a misspelled or bad option fails here, whether or not it tunes
     tgt = as_target(target)
     if tgt.is_gpu:
         from .device_build import check_dtype
@@ -84,7 +88,7 @@ def compile(model, example_inputs=None, target="cpu", trials: int = 0, records=N
     if tgt.is_gpu:
         from .device_build import compile_for_device
 
-        return compile_for_device(graph, tgt, store, trials, progress, layout, dtype, **tune_options)
+        return compile_for_device(graph, tgt, store, trials, progress, layout, dtype, options=options)
     built = None  # the module `auto` measured: the result itself when nothing is tuned
     if layout == "auto":
         from .layout_choice import choose_layout
@@ -102,7 +106,7 @@ def compile(model, example_inputs=None, target="cpu", trials: int = 0, records=N
             from .scheduler import tune_tasks
 
             tuning = tune_tasks(tasks, tgt, trials, records=store, progress=progress, model=graph.name,
-                                **tune_options)
+                                options=options)
         with store:
             module = build_module(partition, tgt, programs, tasks, kernels_choice=kernels, store=store)
     module.tuning = tuning  # new trials measured, records reused, seconds: what this compile cost

@@ -16,7 +16,7 @@ import numpy as np
 from ..errors import TilewrightError
 from ..reference import evaluate
 from ..targets import Target
-from .builder import LocalBuilder
+from .builder import BuildResult, LocalBuilder
 from .inputs import check_fits_in_memory, positive_inputs, random_input
 from .kernel import storage_dtype
 from .local_runner import SLOW_FACTOR, TIMEOUT_FACTOR, TIMEOUT_FLOOR_S, LocalRunner
@@ -79,18 +79,26 @@ class Measurer:
     def time_limit(self) -> float:
         return self.runner.time_limit()
 
-    def measure(self, schedules: list, on_result=None) -> list[MeasureResult]:
-        """Results in order. `on_result(index, result)` is called as each one completes,
-        so a caller can commit it before the next runs (a kill loses nothing measured)."""
+    def measure(self, schedules: list, on_result=None, libraries: list | None = None,
+                rounds: int = 1) -> list[MeasureResult]:
+        """Results in order (with `rounds` > 1, every schedule is run that many times, round after round,
+        and the results come back round by round). `on_result(index, result)` is called as each one
+        completes, so a caller can commit it before the next runs (a kill loses nothing measured).
+        `libraries`: per schedule, an artefact built before (run as is) or None (built here)."""
+        libraries = libraries or [None] * len(schedules)
+        missing = [i for i, lib in enumerate(libraries) if not (lib and os.path.exists(lib))]
+        built = dict(zip(missing, self.builder.build([schedules[i] for i in missing])))
         out = []
-        for built in self.builder.build(schedules):
-            if built.error is not None:
-                out.append(built.error)
-            else:
-                r = self.runner.run_retrying(built.library)
-                out.append(MeasureResult(r.costs, r.error_kind, r.error_msg, built.build_s, r.run_s))
-            if on_result is not None:
-                on_result(len(out) - 1, out[-1])
+        for _ in range(rounds):
+            for i in range(len(schedules)):
+                b = built.get(i) or BuildResult(library=libraries[i])
+                if b.error is not None:
+                    out.append(b.error)
+                else:
+                    r = self.runner.run_retrying(b.library)
+                    out.append(MeasureResult(r.costs, r.error_kind, r.error_msg, b.build_s, r.run_s, b.library))
+                if on_result is not None:
+                    on_result(i, out[-1])
         return out
 
     def suspend(self) -> None:

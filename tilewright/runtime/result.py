@@ -25,6 +25,7 @@ class MeasureResult:
     error_msg: str = ""
     build_s: float = 0.0
     run_s: float = 0.0
+    library: str = ""  # the built artefact that was run (re-timing runs it again without rebuilding)
 
     @property
     def ok(self) -> bool:

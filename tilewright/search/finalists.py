@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 
-from ..errors import TilewrightError
 from ..stats import median
 from .result import valid_point
 
@@ -35,11 +34,15 @@ def retime_finalists(task, default_times: list) -> None:
             finalists.append(task.default)
         if not finalists or (n == 0 and len(finalists) < 2):
             break
-        schedules = [_schedule(task, p) for p in finalists]
-        for _ in range(FINAL_ROUNDS):
-            for p, m in zip(finalists, task.measurer.measure(
-                    schedules, on_result=lambda i, m, f=finalists, s=schedules: task.record(f[i], s[i], m))):
-                if p == task.default and m.ok:
+        libraries = [task.libraries.get(p) for p in finalists]
+        schedules = task.screen.instantiate(finalists)  # for the records' traces; made once per point
+        results = task.measurer.measure(schedules, libraries=libraries, rounds=FINAL_ROUNDS,
+                                        on_result=lambda i, m, f=finalists, s=schedules: task.record(f[i], s[i], m))
+        for n_result, m in enumerate(results):
+            p = finalists[n_result % len(finalists)]
+            if m.ok:
+                task.libraries[p] = m.library
+                if p == task.default:
                     default_times.extend(m.costs)
         retimed.update(finalists)
     if default_times:  # this task's times of the default, not older runs' records of it
@@ -49,14 +52,6 @@ def retime_finalists(task, default_times: list) -> None:
         task.log(f"finalist\t{r.cost:.6g} (median record)\t{r.point}")
     if now:
         result.best_point, result.best_cost = now[0][0], now[0][1].cost
-
-
-def _schedule(task, point):
-    """The point's schedule, or the error that stopped it (measured as a failure)."""
-    try:
-        return task.backend.apply(task.outputs, task.plan, point)
-    except TilewrightError as exc:
-        return exc
 
 
 __all__ = ["FINAL_PASSES", "FINAL_ROUNDS", "FINALISTS", "retime_finalists"]

@@ -41,6 +41,7 @@ class TuningTask:
 
     def __init__(self, backend, tensors, target, options: TuneOptions | None = None, records=None,
                  constants=(), budget: int = 200):
+        created = time.perf_counter()
         self.args, self.outputs = split_args(tensors)
         self.backend, self.target = backend, target
         self.options = options = options or TuneOptions()
@@ -83,7 +84,8 @@ class TuningTask:
         self._start = time.perf_counter()
         self.stopped = ""  # why the task measures no more: "space exhausted", "early stop: ..."
         self.build_s = self.run_s = 0.0  # seconds its measurements spent building (wall) and running
-        self.setup_s = time.perf_counter() - self._start
+        self.setup_s = self._start - created
+        self.libraries: dict[Point, str] = {}  # point -> the artefact measured for it (re-timing reuses it)
         self._closed = False
 
     @property
@@ -135,6 +137,8 @@ class TuningTask:
             self._last_gain = self.trials
         self._errors += not m.ok
         self.build_s += m.build_s
+        if m.ok and m.library:
+            self.libraries[p] = m.library
         self.run_s += m.run_s
         trial = Trial(self.trials, time.perf_counter() - self._start, p, cost, m.error_kind.value, m.error_msg,
                       self.result.best_cost)
