@@ -40,7 +40,6 @@ def build_kernel(args: list, constant_positions: set[int], target, name: str):
     """The kernel for `args` (best record or default schedule), its PackFill (None where no
     pack of a constant could move), and the bytes of each temporary it takes as an argument
     after those (lower/workspace.py; none on targets other than the CPU)."""
-    from ..api import build
     from ..backends import backend_for
     from ..codegen.c import STACK_LIMIT
     from ..lower.hoist_packs import hoist_constant_packs
@@ -49,8 +48,10 @@ def build_kernel(args: list, constant_positions: set[int], target, name: str):
     from ..search.best import best_schedule
 
     backend = backend_for(target)
-    if backend.kind != "cpu":
-        return build(args, target=target, name=name), None, ()
+    if backend.operator_compiler is not None:  # a whole-operator backend (VTA, AIE, HLS): it builds the tensors
+        return backend.operator_compiler(list(args), target), None, ()
+    if backend.kind != "cpu":  # packs hoist and workspaces lift on the CPU's C modules only
+        return backend.build(best_schedule(backend, args, target), args, target, name), None, ()
     s = best_schedule(backend, args, target, [args[i] for i in constant_positions])
     func = backend.lower(s, args, name, target)
     hoisted = hoist_constant_packs(func, {args[i].name for i in constant_positions}) if constant_positions else None
