@@ -4,7 +4,9 @@ Describe a computation with tensor expressions (`placeholder`, `compute`,
 `reduce_axis`, `sum`, ...), or take one from `tilewright.ops`; evaluate it
 with the NumPy reference (`evaluate`). Hardware intrinsics: `decl_tensor_intrin`,
 `intrin.get`, `intrin.registered`, and `s[C].tensorize(axis, intrin)`. Whole models: `compile` (a torch.nn.Module
-or a graph, tuned and fused) and `frontend` (`from_torch`, `from_onnx`)."""
+or a graph, tuned and fused) and `frontend` (`from_torch`, `from_onnx`). Tuning: `tune`, `TuningTask` (one
+program's tuning kept open across calls), `TuneOptions`, and `RayExecutor` (builders and runners on a Ray
+cluster, the optional extra `tilewright[ray]`)."""
 
 __version__ = "0.1.0"
 
@@ -31,6 +33,9 @@ from .ir.dtype import DType, as_dtype
 from .records import records
 from .reference import evaluate
 from .schedule import Schedule, ThreadAxis, create_schedule, thread_axis
+from .search.options import TuneOptions
+from .search.ray_executor import RayExecutor
+from .search.task import TuningTask
 from .search.tuner import TuneResult
 from .targets import Target, as_target
 from .te import (
@@ -74,7 +79,8 @@ from .te import (
 __all__ = [
     "ops", "intrin", "decl_tensor_intrin", "evaluate", "compile", "load", "frontend", "DType", "as_dtype", "Tensor",
     "build", "lower", "Schedule", "create_schedule", "Target",
-    "as_target", "records", "tune", "TuneResult", "ThreadAxis", "thread_axis",
+    "as_target", "records", "tune", "TuneResult", "TuneOptions", "TuningTask", "RayExecutor", "ThreadAxis",
+    "thread_axis",
     "BuildError", "DTypeError", "EvaluationError", "ExprError", "LoweringError", "MeasureError",
     "NameConflictError", "ScheduleError", "ShapeError", "TilewrightError", "TilewrightWarning",
     "abs", "all", "any", "cast", "ceil", "comm_reducer", "compute", "const", "cos", "erf", "exp", "floor",

@@ -62,8 +62,18 @@ def cmd_tune(args) -> int:
     from .api import tune
 
     tensors = _program(args)
-    result = tune(tensors, target=args.target, trials=args.trials, method=args.method, timeout=args.timeout,
-                  seed=args.seed, records=args.records, progress=True, cost_model=args.cost_model)
+    executor = None
+    if args.ray is not None:
+        from .search.ray_executor import RayExecutor
+
+        executor = RayExecutor(address=None if args.ray == "local" else args.ray)
+    try:
+        result = tune(tensors, target=args.target, trials=args.trials, method=args.method, timeout=args.timeout,
+                      seed=args.seed, records=args.records, progress=True, cost_model=args.cost_model,
+                      executor=executor)
+    finally:
+        if executor is not None:
+            executor.shutdown()
     print(result.report())
     return 0 if math.isfinite(result.best_cost) else 1
 
@@ -197,6 +207,8 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--cost-model", default="auto", choices=["auto", "on", "off"],
                    help="pre-screen candidates with the learned model (auto: once the target has enough records)")
     t.add_argument("--records", help="SQLite record file (default: the user cache dir)")
+    t.add_argument("--ray", metavar="ADDRESS", help="build and run candidates on the Ray cluster at ADDRESS "
+                   "('local': start one on 127.0.0.1); needs tilewright[ray]")
     t.set_defaults(fn=cmd_tune)
     b = sub.add_parser("bench", help="benchmark a suite against PyTorch")
     b.add_argument("suite", choices=["flextensor", "resnet50", "models"])

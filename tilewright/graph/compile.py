@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 def compile(model, example_inputs=None, target="cpu", trials: int = 0, records=None,  # noqa: A001 (as torch.compile)
             progress: bool = True, name: str | None = None, layout: str = "auto", winograd: bool = True,
-            dtype: str = "float32", calibration=None, kernels: str = "search",
+            dtype: str = "float32", calibration=None, kernels: str = "search", executor=None,
             **tune_options) -> Module | GpuModule:
     """Compile a Graph, a torch.nn.Module (with `example_inputs`), a torch ExportedProgram, an ONNX ModelProto or
     the path of a .onnx file for `target`: a Module on a CPU,
@@ -88,7 +88,8 @@ def compile(model, example_inputs=None, target="cpu", trials: int = 0, records=N
     if tgt.is_gpu:
         from .device_build import compile_for_device
 
-        return compile_for_device(graph, tgt, store, trials, progress, layout, dtype, options=options)
+        return compile_for_device(graph, tgt, store, trials, progress, layout, dtype, options=options,
+                                  executor=executor)
     built = None  # the module `auto` measured: the result itself when nothing is tuned
     if layout == "auto":
         from .layout_choice import choose_layout
@@ -106,7 +107,7 @@ def compile(model, example_inputs=None, target="cpu", trials: int = 0, records=N
             from .scheduler import tune_tasks
 
             tuning = tune_tasks(tasks, tgt, trials, records=store, progress=progress, model=graph.name,
-                                options=options)
+                                options=options, executor=executor)
         with store:
             module = build_module(partition, tgt, programs, tasks, kernels_choice=kernels, store=store)
     module.tuning = tuning  # new trials measured, records reused, seconds: what this compile cost

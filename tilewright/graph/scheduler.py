@@ -75,13 +75,14 @@ def known_costs(tasks: list[Task], target, store: Records) -> tuple[int, bool]:
 
 def tune_tasks(tasks: list[Task], target, trials: int, records=None, slice_trials: int = 8,
                warmup_trials: int | None = None, progress: bool = True, model: str = "model",
-               options: TuneOptions | None = None, **tune_options) -> dict:
+               options: TuneOptions | None = None, executor=None, **tune_options) -> dict:
     """Tune `tasks` with `trials` measurements in all (those the store counts as spent on
     this model included); returns a summary (new trials, reused records, seconds, estimated
     latency before and after). Each task is one `TuningTask`, set up at its first slice and
     kept to the end (its space, strategy, cost model, inputs and reference made once); a task
     that stops improving (its early stop) gets no more slices. `options` or `tune_options`:
-    how each task searches (TuneOptions: seed, timeout, cost_model, method, ...)."""
+    how each task searches (TuneOptions: seed, timeout, cost_model, method, ...). `executor`: where the
+    candidates are built and run (None: here; a RayExecutor: on its cluster)."""
     from ..backends import backend_for
     from ..targets import as_target
 
@@ -110,7 +111,7 @@ def tune_tasks(tasks: list[Task], target, trials: int, records=None, slice_trial
         if st.tuning is None:  # weights are packed once, outside the timed kernel, as the model runs them
             args = st.task.args
             st.tuning = TuningTask(backend, args, target, opts, store, [args[i] for i in st.task.constants],
-                                   budget=share)
+                                   budget=share, executor=executor)
         if st in live:
             live.remove(st)
         live.append(st)

@@ -34,7 +34,8 @@ class LocalBuilder:
         self.cpus = build_cpus()  # TILEWRIGHT_BUILD_CPUS, checked here: a bad list fails before any work
         self.workers = workers or len(self.cpus or ()) or usable_cores()
 
-    def build_one(self, schedule) -> BuildResult:
+    def render_one(self, schedule) -> tuple[object, float] | BuildResult:
+        """(the source to compile, seconds spent) or the BuildResult of the failure that stopped it."""
         start = time.perf_counter()
         if isinstance(schedule, BaseException):
             return BuildResult(error=MeasureResult(error_kind=ErrorKind.INSTANTIATE, error_msg=message(schedule)))
@@ -44,11 +45,18 @@ class LocalBuilder:
             source = None
             if self.constants and b.render_packed is not None:
                 source = b.render_packed(func, self.target, self.constants)
-            source = source or b.render(func, self.target)
+            return source or b.render(func, self.target), time.perf_counter() - start
         except TilewrightError as exc:
             return BuildResult(error=MeasureResult(error_kind=ErrorKind.INSTANTIATE, error_msg=message(exc)))
+
+    def build_one(self, schedule) -> BuildResult:
+        rendered = self.render_one(schedule)
+        if isinstance(rendered, BuildResult):
+            return rendered
+        source, render_s = rendered
+        start = time.perf_counter() - render_s
         try:
-            artefact = b.compile(source, self.target, self.compile_timeout)
+            artefact = self.backend.compile(source, self.target, self.compile_timeout)
         except BuildError as exc:
             return BuildResult(error=MeasureResult(error_kind=ErrorKind.COMPILE, error_msg=message(exc),
                                                    build_s=time.perf_counter() - start))

@@ -1,7 +1,20 @@
 """Exploring a schedule space (FlexTensor 5.1): random sampling, the P-method
 and the Q-method (simulated-annealing start points + a NumPy Q-network).
-Strategies only propose and observe; measuring and recording live above.
-Imports `space`. Public names: RandomSearch, PMethod, QMethod, make_strategy."""
+Strategies only propose and observe. Around them, MetaSchedule's interfaces:
+- `task.TuningTask`: one (program, target)'s tuning, kept across calls: the space
+  generator (the backend record's `space`, `apply(point) -> Schedule`, default and
+  heuristic points), the strategy, the cost-model screen (prescreen.py), the
+  measurer and the log; `tune(n)`, `retime()`, `best`, `result()`;
+- `options.TuneOptions`: how it searches, checked where it is made;
+- builder and runner: `runtime.builder.LocalBuilder` (candidates -> artefacts or an
+  error kind), `runtime.local_runner.LocalRunner` (artefacts -> MeasureResult, with
+  its own timeout), composed by `runtime.measure.Measurer`; `ray_executor.RayExecutor`
+  puts the builders on a Ray cluster's CPUs and the runner in an actor per device;
+- database: the SQLite records (`records/`), written by the driver only;
+- task scheduler: `graph/scheduler.py` spreads a model's budget over its tasks.
+`best.best_schedule` (what tw.build and compiled models use) replays a record without
+any of the tuning machinery. Imports `space`, `runtime`, `records`. Public names:
+RandomSearch, PMethod, QMethod, make_strategy."""
 
 from .pmethod import PMethod
 from .qmethod import QMethod

@@ -37,10 +37,11 @@ class TuningTask:
     """Tune the program whose arguments are `tensors` (inputs and outputs, in kernel order) on `target`
     through its backend record. `budget`: the trials this task expects in all (sizes the warm-up and the
     early stop where `options` leave them unset). `constants`: inputs that never change between calls (a
-    model's weights): a candidate's packs of them are made once, outside the timed kernel."""
+    model's weights): a candidate's packs of them are made once, outside the timed kernel. `executor`: where
+    candidates are built and run (None: here, LocalBuilder and LocalRunner; a RayExecutor: on its cluster)."""
 
     def __init__(self, backend, tensors, target, options: TuneOptions | None = None, records=None,
-                 constants=(), budget: int = 200):
+                 constants=(), budget: int = 200, executor=None):
         created = time.perf_counter()
         self.args, self.outputs = split_args(tensors)
         self.backend, self.target = backend, target
@@ -68,8 +69,9 @@ class TuningTask:
                                  self.workload, *self.strategy.best, math.inf, log_path=self._log_path)
         self.default = backend.default_point(self.space, self.plan)
         try:
-            self.measurer = Measurer(self.outputs, self.args, target, self.screen.backend, timeout=options.timeout,
-                                     seed=options.seed, flush_cache=options.flush_cache, constants=constants)
+            make = Measurer if executor is None else executor.measurer
+            self.measurer = make(self.outputs, self.args, target, self.screen.backend, timeout=options.timeout,
+                                 seed=options.seed, flush_cache=options.flush_cache, constants=constants)
         except BaseException:
             self.screen.close()
             self._log.close()

@@ -12,7 +12,7 @@ from .task import TuningTask
 
 
 def run_tuning(backend, tensors, tgt, trials: int = 200, records=None, constants=(), retime: bool = True,
-               options: TuneOptions | None = None, **kwargs) -> TuneResult:
+               options: TuneOptions | None = None, executor=None, **kwargs) -> TuneResult:
     """Search `trials` schedules of the program whose arguments are `tensors` (inputs and outputs, in
     kernel order) on target `tgt` through `backend`; `options` (or the keyword arguments that make one,
     see TuneOptions) say how.
@@ -25,10 +25,11 @@ def run_tuning(backend, tensors, tgt, trials: int = 200, records=None, constants
     single calls after evicting the caches, as Ansor does for networks. `constants`: input tensors that
     never change between calls (a model's weights): a candidate's packs of them are made once, outside the
     timed kernel, as the compiled model makes them (graph/const_packs.py). `retime`: time the best few
-    points of the records again at the end."""
+    points of the records again at the end. `executor`: a RayExecutor builds and runs the candidates on its
+    cluster (None: this machine)."""
     check_count("trials", trials)
     opts = TuneOptions.of(options, **kwargs)
-    with TuningTask(backend, tensors, tgt, opts, records, constants, budget=trials) as task:
+    with TuningTask(backend, tensors, tgt, opts, records, constants, budget=trials, executor=executor) as task:
         task.tune(trials)
         if retime:
             task.retime()

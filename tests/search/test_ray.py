@@ -1,0 +1,99 @@
+"""RayExecutor: builders as Ray tasks, one runner actor per device, on clusters these tests start and stop
+themselves on 127.0.0.1 (a local one, and two simulated nodes with ray.cluster_utils.Cluster)."""
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+import tilewright as tw
+from tilewright.backends import backend_for
+from tilewright.errors import TilewrightError
+from tilewright.records import Records
+from tilewright.search.options import TuneOptions
+from tilewright.search.ray_executor import RayExecutor
+from tilewright.search.task import TuningTask
+from tilewright.targets import as_target
+
+ray = pytest.importorskip("ray")
+
+
+def gemm(n=32):
+    A = tw.placeholder((n, 24), "float32", name="A")
+    B = tw.placeholder((24, 48), "float32", name="B")
+    return [A, B, tw.ops.matmul(A, B)]
+
+
+def options(tmp_path, **kw):
+    return TuneOptions(seed=0, progress=False, cost_model="off", log=str(tmp_path / "t.log"), **kw)
+
+
+def test_an_unreachable_address_is_a_clear_error():
+    assert not ray.is_initialized()
+    with pytest.raises(TilewrightError, match="cannot reach the Ray cluster at '127.0.0.1:9'"):
+        RayExecutor(address="127.0.0.1:9")
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def local():
+    with RayExecutor(num_cpus=2) as ex:
+        yield ex
+
+
+def test_tuning_on_a_local_cluster_finds_a_correct_kernel(local, tmp_path):
+    tensors = gemm()
+    r = tw.tune(tensors, trials=6, seed=0, records=tmp_path / "r.db", progress=False, cost_model="off",
+                executor=local)
+    assert len(r.history) == 6 and all(t.error_kind == "none" for t in r.history) and math.isfinite(r.best_cost)
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal(t.shape, dtype=np.float32) for t in tensors[:2])
+    out = np.zeros((32, 48), np.float32)
+    r.build()(a, b, out)
+    np.testing.assert_allclose(out, a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_a_killed_runner_actor_loses_no_measurement(local, tmp_path):
+    cpu = as_target("cpu")
+    db = Records(tmp_path / "r.db")
+    with TuningTask(backend_for(cpu), gemm(40), cpu, options(tmp_path), db, budget=12, executor=local) as task:
+        task.tune(6)
+        ray.kill(task.measurer.runner.actor, no_restart=False)  # the device's runner dies between candidates
+        task.tune(6)
+        assert task.measurer.runner.restarts >= 1
+    rows = [r for r in db.query(task.workload, cpu.key) if r.method == "q"]
+    searched = [t for t in task.result.history]
+    assert len(searched) == 12 and all(t.error_kind == "none" for t in searched)  # the candidate ran again
+    assert len({t.point for t in searched}) == 12  # none measured twice, none lost
+    assert len(rows) >= 12
+
+
+def test_a_target_the_cluster_cannot_run_is_refused_by_name(local, tmp_path):
+    other = dataclasses.replace(as_target("cpu"), cores=as_target("cpu").cores + 7)  # another fingerprint
+    with pytest.raises(TilewrightError, match="offers no runner for target .* resource 'tilewright-runner:cpu:"):
+        TuningTask(backend_for(other), gemm(), other, options(tmp_path), Records(tmp_path / "r.db"),
+                   executor=local)
+    assert Records(tmp_path / "r.db").count() == 0  # nothing filed under a target no node runs
+
+
+def test_two_nodes_build_and_one_runs_without_overlap(tmp_path):
+    from ray.cluster_utils import Cluster
+
+    ray.shutdown()
+    cpu = as_target("cpu")
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False,
+                                                             "node_ip_address": "127.0.0.1"})
+    try:
+        cluster.add_node(num_cpus=1, resources={RayExecutor.resource(cpu): 1}, node_ip_address="127.0.0.1")
+        cluster.wait_for_nodes()
+        with RayExecutor(address=cluster.address) as ex:
+            with TuningTask(backend_for(cpu), gemm(48), cpu, options(tmp_path), Records(tmp_path / "r.db"),
+                            budget=8, executor=ex) as task:
+                task.tune(8)
+                spans = task.measurer.runner.spans()
+            assert all(t.error_kind == "none" for t in task.result.history)
+            assert len(spans) >= 8 and all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))  # never overlapping
+    finally:
+        ray.shutdown()
+        cluster.shutdown()

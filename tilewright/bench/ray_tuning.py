@@ -1,0 +1,134 @@
+"""Tuning on Ray against the local loop (`python -m tilewright.bench.ray_tuning`), on this machine:
+- `throughput`: FlexTensor suite layers (default: YOLO C2D), the same seed and budget tuned by the local loop
+  and on a two-node Ray cluster simulated on 127.0.0.1 (`ray.cluster_utils.Cluster`: a head node with the
+  builders' CPUs, a second node holding the CPU runner's resource); wall clock, the best kernel's median,
+  and whether any two measurements on the device overlapped (the runner actor's own timestamps);
+- `kill`: a seeded run whose runner actor is killed at trial `--kill-at`: records, duplicates, lost trials
+  and the recovery time (the first measurement after the kill).
+Every number is one JSON line; each run starts from empty records and an empty compiled-kernel cache."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+
+
+def _cluster(cpus: int):
+    import ray
+    from ray.cluster_utils import Cluster
+
+    from ..search.ray_executor import RayExecutor
+    from ..targets import as_target
+
+    ray.shutdown()
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": cpus, "include_dashboard": False,
+                                                             "node_ip_address": "127.0.0.1"})
+    cluster.add_node(num_cpus=0, resources={RayExecutor.resource(as_target("cpu")): 1},
+                     node_ip_address="127.0.0.1")
+    cluster.wait_for_nodes()
+    return cluster, RayExecutor(address=cluster.address)
+
+
+def _tune(tensors, trials: int, seed: int, records: str, executor=None):
+    from ..backends import backend_for
+    from ..search.options import TuneOptions
+    from ..search.task import TuningTask
+    from ..targets import as_target
+
+    cpu = as_target("cpu")
+    opts = TuneOptions(seed=seed, progress=False)
+    start = time.perf_counter()
+    with TuningTask(backend_for(cpu), tensors, cpu, opts, records, budget=trials, executor=executor) as task:
+        task.tune(trials)
+        best = task.retime()
+        spans = task.measurer.runner.spans() if executor is not None else []
+    return task, time.perf_counter() - start, best, spans
+
+
+def throughput(cases: list[str], trials: int, seed: int) -> None:
+    from ..workloads.builders import suite_program
+
+    for case in cases:
+        op, name = case.split(":", 1)
+        row = {"case": case, "trials": trials, "seed": seed}
+        for side in ("local", "ray"):
+            with tempfile.TemporaryDirectory(prefix="tw-ray-bench-") as tmp:
+                os.environ["TILEWRIGHT_CACHE_DIR"] = tmp  # nothing compiled before
+                cluster = ex = None
+                if side == "ray":
+                    cluster, ex = _cluster(cpus=os.cpu_count() or 2)
+                try:
+                    task, wall, best, spans = _tune(suite_program(op, name), trials, seed,
+                                                    os.path.join(tmp, "r.db"), ex)
+                finally:
+                    if ex is not None:
+                        ex.shutdown()
+                        cluster.shutdown()
+            overlaps = sum(a[1] > b[0] for a, b in zip(spans, spans[1:]))
+            row[side] = {"wall_s": round(wall, 2), "best_ms": round(best * 1e3, 5), "build_s": round(task.build_s, 2),
+                         "run_s": round(task.run_s, 2), "errors": task.result.errors}
+            if side == "ray":
+                row[side]["measurements"], row[side]["overlapping"] = len(spans), overlaps
+        row["speedup"] = round(row["local"]["wall_s"] / row["ray"]["wall_s"], 3)
+        row["best_ratio"] = round(row["ray"]["best_ms"] / row["local"]["best_ms"], 4)
+        print(json.dumps(row), flush=True)
+
+
+def kill(case: str, trials: int, kill_at: int, seed: int) -> None:
+    import ray
+
+    from ..backends import backend_for
+    from ..records import Records
+    from ..search.options import TuneOptions
+    from ..search.task import TuningTask
+    from ..targets import as_target
+    from ..workloads.builders import suite_program
+
+    op, name = case.split(":", 1)
+    cpu = as_target("cpu")
+    with tempfile.TemporaryDirectory(prefix="tw-ray-kill-") as tmp:
+        os.environ["TILEWRIGHT_CACHE_DIR"] = tmp
+        cluster, ex = _cluster(cpus=os.cpu_count() or 2)
+        db = Records(os.path.join(tmp, "r.db"))
+        try:
+            with TuningTask(backend_for(cpu), suite_program(op, name), cpu, TuneOptions(seed=seed, progress=False,
+                            batch=1), db, budget=trials, executor=ex) as task:
+                task.tune(kill_at)
+                ray.kill(task.measurer.runner.actor, no_restart=False)
+                killed = time.perf_counter()
+                first = task.tune(1)
+                recovery = time.perf_counter() - killed
+                task.tune(trials - kill_at - len(first))
+                restarts = task.measurer.runner.restarts
+        finally:
+            ex.shutdown()
+            cluster.shutdown()
+        rows = [r for r in db.query(task.workload, cpu.key) if r.run_id == task.run_id and r.method == "q"]
+        points = [r.point for r in rows]
+        print(json.dumps({"case": case, "trials": trials, "kill_at": kill_at, "records": len(rows),
+                          "duplicates": len(points) - len(set(points)), "lost": trials - len(set(points)),
+                          "errors": task.result.errors, "restarts": restarts,
+                          "recovery_s": round(recovery, 2)}), flush=True)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("what", choices=["throughput", "kill"])
+    ap.add_argument("--cases", default="C2D:yolo_conv2,C2D:yolo_conv6")
+    ap.add_argument("--trials", type=int, default=100)
+    ap.add_argument("--kill-at", type=int, default=50)
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args(argv)
+    if a.what == "throughput":
+        throughput(a.cases.split(","), a.trials, a.seed)
+    else:
+        kill(a.cases.split(",")[0], a.trials, a.kill_at, a.seed)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
