@@ -4,14 +4,14 @@ Describe a computation with tensor expressions (`placeholder`, `compute`,
 `reduce_axis`, `sum`, ...), or take one from `tilewright.ops`; evaluate it
 with the NumPy reference (`evaluate`). Hardware intrinsics: `decl_tensor_intrin`,
 `intrin.get`, `intrin.registered`, and `s[C].tensorize(axis, intrin)`. Whole models: `compile` (a torch.nn.Module
-or a graph, tuned and fused) and `frontend` (`from_torch`, `from_onnx`). Tuning: `tune`, `TuningTask` (one
-program's tuning kept open across calls), `TuneOptions`, and `RayExecutor` (builders and runners on a Ray
-cluster, the optional extra `tilewright[ray]`)."""
+or a graph, tuned and fused) and `frontend` (`from_torch`, `from_onnx`). Tuning: `tune`, `tuning_task`
+(a `TuningTask`: one program's tuning kept open across calls), `TuneOptions`, and `RayExecutor`
+(builders and runners on a Ray cluster, the optional extra `tilewright[ray]`)."""
 
 __version__ = "0.1.0"
 
 from . import intrin, ops
-from .api import build, lower, tune
+from .api import build, lower, tune, tuning_task
 from .errors import (
     BuildError,
     DTypeError,
@@ -79,8 +79,8 @@ from .te import (
 __all__ = [
     "ops", "intrin", "decl_tensor_intrin", "evaluate", "compile", "load", "frontend", "DType", "as_dtype", "Tensor",
     "build", "lower", "Schedule", "create_schedule", "Target",
-    "as_target", "records", "tune", "TuneResult", "TuneOptions", "TuningTask", "RayExecutor", "ThreadAxis",
-    "thread_axis",
+    "as_target", "records", "tune", "tuning_task", "TuneResult", "TuneOptions", "TuningTask", "RayExecutor",
+    "ThreadAxis", "thread_axis",
     "BuildError", "DTypeError", "EvaluationError", "ExprError", "LoweringError", "MeasureError",
     "NameConflictError", "ScheduleError", "ShapeError", "TilewrightError", "TilewrightWarning",
     "abs", "all", "any", "cast", "ceil", "comm_reducer", "compute", "const", "cos", "erf", "exp", "floor",

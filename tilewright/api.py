@@ -13,7 +13,8 @@ from .lower import LoweredFunc
 from .lower import lower as _lower
 from .schedule import Schedule
 from .search.best import best_schedule
-from .search.options import check_count
+from .search.options import TuneOptions, check_count
+from .search.task import TuningTask
 from .search.tuner import TuneResult, run_tuning
 from .targets import as_target
 
@@ -66,7 +67,7 @@ def tune(tensors, target="cpu", trials: int = 200, method: str = "q", **options)
     warmup, progress, log, from_default, cost_model: "auto" | "on" | "off", the
     learned model that pre-screens proposals, flush_cache: time single calls after
     evicting the caches), or `options=` a TuneOptions. A `TuningTask`
-    (tilewright.search.task) keeps a tuning open across calls."""
+    (`tuning_task`) keeps a tuning open across calls."""
     check_count("trials", trials)
     tgt = as_target(target)
     backend = backend_for(tgt)
@@ -75,4 +76,14 @@ def tune(tensors, target="cpu", trials: int = 200, method: str = "q", **options)
     return run_tuning(backend, tensors, tgt, trials=trials, method=method, **options)
 
 
-__all__ = ["build", "lower", "tune"]
+def tuning_task(tensors, target="cpu", records=None, budget: int = 200, constants=(), executor=None,
+                **options) -> TuningTask:
+    """A TuningTask for the program whose arguments are `tensors` on `target`: set up once, then
+    `task.tune(n)` as often as wanted, `task.retime()`, `task.best`, `task.close()` (or `with`).
+    `options`: those of TuneOptions; `executor`: a RayExecutor, or None for this machine."""
+    tgt = as_target(target)
+    return TuningTask(tensors, tgt, backend_for(tgt), TuneOptions.of(**options), records, constants, budget,
+                      executor)
+
+
+__all__ = ["build", "lower", "tune", "tuning_task"]

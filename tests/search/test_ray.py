@@ -19,9 +19,9 @@ from tilewright.targets import as_target
 ray = pytest.importorskip("ray")
 
 
-def gemm(n=32):
-    A = tw.placeholder((n, 24), "float32", name="A")
-    B = tw.placeholder((24, 48), "float32", name="B")
+def gemm(n=32, k=24, m=48):
+    A = tw.placeholder((n, k), "float32", name="A")
+    B = tw.placeholder((k, m), "float32", name="B")
     return [A, B, tw.ops.matmul(A, B)]
 
 
@@ -57,7 +57,8 @@ def test_tuning_on_a_local_cluster_finds_a_correct_kernel(local, tmp_path):
 def test_a_killed_runner_actor_loses_no_measurement(local, tmp_path):
     cpu = as_target("cpu")
     db = Records(tmp_path / "r.db")
-    with TuningTask(backend_for(cpu), gemm(40), cpu, options(tmp_path), db, budget=12, executor=local) as task:
+    program = gemm(256, 128, 256)  # inputs and reference past Ray's inline limit: restarts rebuild from the store
+    with TuningTask(program, cpu, backend_for(cpu), options(tmp_path), db, budget=12, executor=local) as task:
         task.tune(6)
         ray.kill(task.measurer.runner.actor, no_restart=False)  # the device's runner dies between candidates
         task.tune(6)
@@ -72,7 +73,7 @@ def test_a_killed_runner_actor_loses_no_measurement(local, tmp_path):
 def test_a_target_the_cluster_cannot_run_is_refused_by_name(local, tmp_path):
     other = dataclasses.replace(as_target("cpu"), cores=as_target("cpu").cores + 7)  # another fingerprint
     with pytest.raises(TilewrightError, match="offers no runner for target .* resource 'tilewright-runner:cpu:"):
-        TuningTask(backend_for(other), gemm(), other, options(tmp_path), Records(tmp_path / "r.db"),
+        TuningTask(gemm(), other, backend_for(other), options(tmp_path), Records(tmp_path / "r.db"),
                    executor=local)
     assert Records(tmp_path / "r.db").count() == 0  # nothing filed under a target no node runs
 
@@ -88,7 +89,7 @@ def test_two_nodes_build_and_one_runs_without_overlap(tmp_path):
         cluster.add_node(num_cpus=1, resources={RayExecutor.resource(cpu): 1}, node_ip_address="127.0.0.1")
         cluster.wait_for_nodes()
         with RayExecutor(address=cluster.address) as ex:
-            with TuningTask(backend_for(cpu), gemm(48), cpu, options(tmp_path), Records(tmp_path / "r.db"),
+            with TuningTask(gemm(48), cpu, backend_for(cpu), options(tmp_path), Records(tmp_path / "r.db"),
                             budget=8, executor=ex) as task:
                 task.tune(8)
                 spans = task.measurer.runner.spans()

@@ -59,7 +59,7 @@ def test_a_task_is_set_up_once_and_tuned_across_calls(tmp_path, monkeypatch):
     cpu = as_target("cpu")
     db = Records(tmp_path / "r.db")
     opts = TuneOptions(seed=0, progress=False, cost_model="off", log=str(tmp_path / "t.log"))
-    with TuningTask(backend_for(cpu), gemm(), cpu, opts, db, budget=12) as task:
+    with TuningTask(gemm(), cpu, backend_for(cpu), opts, db, budget=12) as task:
         first = task.tune(4)
         task.pause()  # the runner process ends; the next slice starts a fresh one
         second = task.tune(4)
@@ -82,7 +82,7 @@ def test_early_stop_counts_the_task_trials_across_calls(tmp_path):
     cpu = as_target("cpu")
     opts = TuneOptions(seed=0, progress=False, cost_model="off", early_stop=3, from_default=False, batch=1,
                        log=str(tmp_path / "t.log"))
-    with TuningTask(backend_for(cpu), gemm(), cpu, opts, Records(tmp_path / "r.db"), budget=40) as task:
+    with TuningTask(gemm(), cpu, backend_for(cpu), opts, Records(tmp_path / "r.db"), budget=40) as task:
         n = 0
         for _ in range(40):  # slices of one trial: each slice alone could never see 3 without a gain
             n += len(task.tune(1))

@@ -42,7 +42,7 @@ def _tune(tensors, trials: int, seed: int, records: str, executor=None):
     cpu = as_target("cpu")
     opts = TuneOptions(seed=seed, progress=False)
     start = time.perf_counter()
-    with TuningTask(backend_for(cpu), tensors, cpu, opts, records, budget=trials, executor=executor) as task:
+    with TuningTask(tensors, cpu, backend_for(cpu), opts, records, budget=trials, executor=executor) as task:
         task.tune(trials)
         best = task.retime()
         spans = task.measurer.runner.spans() if executor is not None else []
@@ -95,8 +95,8 @@ def kill(case: str, trials: int, kill_at: int, seed: int) -> None:
         cluster, ex = _cluster(cpus=os.cpu_count() or 2)
         db = Records(os.path.join(tmp, "r.db"))
         try:
-            with TuningTask(backend_for(cpu), suite_program(op, name), cpu, TuneOptions(seed=seed, progress=False,
-                            batch=1), db, budget=trials, executor=ex) as task:
+            with TuningTask(suite_program(op, name), cpu, backend_for(cpu), TuneOptions(seed=seed, progress=False,
+                            batch=1, early_stop=trials), db, budget=trials, executor=ex) as task:
                 task.tune(kill_at)
                 ray.kill(task.measurer.runner.actor, no_restart=False)
                 killed = time.perf_counter()
@@ -109,8 +109,9 @@ def kill(case: str, trials: int, kill_at: int, seed: int) -> None:
             cluster.shutdown()
         rows = [r for r in db.query(task.workload, cpu.key) if r.run_id == task.run_id and r.method == "q"]
         points = [r.point for r in rows]
-        print(json.dumps({"case": case, "trials": trials, "kill_at": kill_at, "records": len(rows),
-                          "duplicates": len(points) - len(set(points)), "lost": trials - len(set(points)),
+        print(json.dumps({"case": case, "trials": trials, "measured": task.trials, "kill_at": kill_at,
+                          "records": len(rows),
+                          "duplicates": len(points) - len(set(points)), "lost": task.trials - len(set(points)),
                           "errors": task.result.errors, "restarts": restarts,
                           "recovery_s": round(recovery, 2)}), flush=True)
 

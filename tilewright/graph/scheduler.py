@@ -110,7 +110,7 @@ def tune_tasks(tasks: list[Task], target, trials: int, records=None, slice_trial
             return
         if st.tuning is None:  # weights are packed once, outside the timed kernel, as the model runs them
             args = st.task.args
-            st.tuning = TuningTask(backend, args, target, opts, store, [args[i] for i in st.task.constants],
+            st.tuning = TuningTask(args, target, backend, opts, store, [args[i] for i in st.task.constants],
                                    budget=share, executor=executor)
         if st in live:
             live.remove(st)
@@ -138,9 +138,9 @@ def tune_tasks(tasks: list[Task], target, trials: int, records=None, slice_trial
             open_states = [st for st in states if st.tuning is None or not st.tuning.stopped]
             if not open_states:
                 break
-            before_spent = spent
-            give(max(open_states, key=_State.gain), slice_trials)
-            if spent == before_spent:
+            before_spent, chosen = spent, max(open_states, key=_State.gain)
+            give(chosen, slice_trials)
+            if spent == before_spent and not chosen.tuning.stopped:  # a stopped task just leaves the pool
                 break
         retime_start = time.perf_counter()
         for st in states:  # the best few points of each tuned task timed again, once (not after every slice)
@@ -155,7 +155,7 @@ def tune_tasks(tasks: list[Task], target, trials: int, records=None, slice_trial
     tuned = [st.tuning for st in states if st.tuning is not None]
     return {"trials": spent - counted, "reused": reused, "seconds": time.perf_counter() - start,
             "setup_s": sum(t.setup_s for t in tuned), "build_s": sum(t.build_s for t in tuned),
-            "run_s": sum(t.run_s for t in tuned), "retime_s": retime_s if tuned else 0.0,
+            "run_s": sum(t.run_s for t in tuned), "retime_s": retime_s,
             "estimated_before_s": before, "estimated_after_s": estimated_latency(tasks)}
 
 

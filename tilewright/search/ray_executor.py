@@ -188,15 +188,17 @@ class RayRunner(LocalRunner):
                  repeat: int, min_repeat_ms: float):
         super().__init__(module, config, timeout, repeat, min_repeat_ms)
         self.ray = ray
-        actor = ray.remote(_RunnerActor).options(resources={resource: 1}, num_cpus=0, max_restarts=-1,
-                                                 max_task_retries=0)
-        self.actor = actor.remote(target, module, config, files, timeout, repeat, min_repeat_ms)
+        # held here for the runner's life: a restarted actor is rebuilt from these same objects
+        self._args = [ray.put(a) for a in (target, module, config, files, timeout, repeat, min_repeat_ms)]
+        self._actor_class = ray.remote(_RunnerActor).options(resources={resource: 1}, num_cpus=0, max_restarts=-1,
+                                                             max_task_retries=0)
+        self.actor = self._actor_class.remote(*self._args)
         self.restarts = 0
 
     def run(self, library: str) -> MeasureResult:
         data = Path(library).read_bytes()
         wait = self.time_limit() + 30.0 + self.repeat * self.min_repeat_ms / 1e3 + ACTOR_GRACE_S
-        for attempt in range(2):
+        for attempt in range(3):
             ref = self.actor.run.remote(data, self.best, self.baseline)
             try:
                 r = self.ray.get(ref, timeout=wait)
@@ -208,9 +210,13 @@ class RayRunner(LocalRunner):
             except self.ray.exceptions.RayActorError as exc:  # the actor (or its node) died: not the kernel's fault
                 self.restarts += 1
                 if attempt == 0:
+                    continue  # Ray restarts it
+                if attempt == 1:  # it did not come back: a new one
+                    self.ray.kill(self.actor, no_restart=True)
+                    self.actor = self._actor_class.remote(*self._args)
                     continue
-                return MeasureResult(error_kind=ErrorKind.RUNTIME, error_msg=f"runner actor died twice on this "
-                                                                             f"candidate: {str(exc)[:300]}")
+                return MeasureResult(error_kind=ErrorKind.RUNTIME, error_msg=f"runner actor died three times on "
+                                                                             f"this candidate: {str(exc)[:300]}")
             if r.ok:
                 self.best = min(self.best, r.cost)
             return r

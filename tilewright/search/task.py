@@ -35,12 +35,14 @@ from .result import Trial, TuneResult, valid_point
 
 class TuningTask:
     """Tune the program whose arguments are `tensors` (inputs and outputs, in kernel order) on `target`
-    through its backend record. `budget`: the trials this task expects in all (sizes the warm-up and the
-    early stop where `options` leave them unset). `constants`: inputs that never change between calls (a
-    model's weights): a candidate's packs of them are made once, outside the timed kernel. `executor`: where
-    candidates are built and run (None: here, LocalBuilder and LocalRunner; a RayExecutor: on its cluster)."""
+    (a Target) through `backend`, its backend record (`tw.tuning_task` looks it up). `records`: the
+    store or path every measurement goes to (default: the user cache). `budget`: the trials this task
+    expects in all (sizes the warm-up and the early stop where `options` leave them unset). `constants`:
+    inputs that never change between calls (a model's weights): a candidate's packs of them are made
+    once, outside the timed kernel. `executor`: where candidates are built and run (None: here, a
+    LocalBuilder and a LocalRunner; a RayExecutor: on its cluster)."""
 
-    def __init__(self, backend, tensors, target, options: TuneOptions | None = None, records=None,
+    def __init__(self, tensors, target, backend, options: TuneOptions | None = None, records=None,
                  constants=(), budget: int = 200, executor=None):
         created = time.perf_counter()
         self.args, self.outputs = split_args(tensors)

@@ -29,7 +29,8 @@ def run_tuning(backend, tensors, tgt, trials: int = 200, records=None, constants
     cluster (None: this machine)."""
     check_count("trials", trials)
     opts = TuneOptions.of(options, **kwargs)
-    with TuningTask(backend, tensors, tgt, opts, records, constants, budget=trials, executor=executor) as task:
+    with TuningTask(tensors, tgt, backend, opts, records, constants, budget=trials,
+                    executor=executor) as task:
         task.tune(trials)
         if retime:
             task.retime()
