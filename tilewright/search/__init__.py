@@ -4,7 +4,7 @@ Strategies only propose and observe. Around them, MetaSchedule's interfaces:
 - `task.TuningTask`: one (program, target)'s tuning, kept across calls: the space
   generator (the backend record's `space`, `apply(point) -> Schedule`, default and
   heuristic points), the strategy, the cost-model screen (prescreen.py), the
-  measurer and the log; `tune(n)`, `retime()`, `best`, `result()`;
+  measurer and the log; `tune(n)`, `retime()`, `best`, `result`;
 - `options.TuneOptions`: how it searches, checked where it is made;
 - builder and runner: `runtime.builder.LocalBuilder` (candidates -> artefacts or an
   error kind), `runtime.local_runner.LocalRunner` (artefacts -> MeasureResult, with

@@ -148,7 +148,7 @@ class RayBuilder:
     def build(self, schedules: list) -> list[BuildResult]:
         self.local.backend = self.backend  # a caller may swap the backend (the cost model's lowering cache)
         rendered = [self.local.render_one(s) for s in schedules]
-        futures = {i: self._compile.remote(r[0], self.local.target, self.local.compile_timeout)
+        futures = {i: self._compile.remote(self.backend.compile, r[0], self.local.target, self.local.compile_timeout)
                    for i, r in enumerate(rendered) if isinstance(r, tuple)}
         out = []
         for i, r in enumerate(rendered):
@@ -168,13 +168,12 @@ class RayBuilder:
         return out
 
 
-def _compile_remote(source, target, timeout: float):
-    """On a worker: compile `source` for `target`; (artefact bytes, error message, seconds)."""
-    from ..backends import backend_for
-
+def _compile_remote(compile_fn, source, target, timeout: float):
+    """On a worker: compile `source` for `target` with the backend record's `compile`; (artefact bytes,
+    error message, seconds)."""
     start = time.perf_counter()
     try:
-        artefact = backend_for(target).compile(source, target, timeout)
+        artefact = compile_fn(source, target, timeout)
     except BuildError as exc:
         return b"", message(exc), time.perf_counter() - start
     return Path(artefact.path).read_bytes(), "", time.perf_counter() - start
@@ -245,9 +244,9 @@ class _RunnerActor:
 
     def __init__(self, target, module, config, files, timeout, repeat, min_repeat_ms):
         if target.kind == "cpu":
-            from ..targets.cpu import host_target
+            from ..targets import as_target
 
-            missing = sorted(set(target.features) - set(host_target().features))
+            missing = sorted(set(target.features) - set(as_target("cpu").features))
             if missing:
                 raise TilewrightError(f"the runner node {socket.gethostname()} lacks ISA features "
                                       f"{', '.join(missing)} of target {target.key}; run this target's "

@@ -2,7 +2,7 @@
 the space, the search strategy, the cost-model screen, the measurer (its random inputs, NumPy reference and
 runner process) and the log, set up once: `task.tune(n)` measures n more schedules, as often as a caller
 likes (the task scheduler gives a model's tasks slices of its budget), `task.retime()` times the best few
-again, `task.best` and `task.result()` say where it stands. Early stopping counts the task's own trials
+again, `task.best` and `task.result` say where it stands. Early stopping counts the task's own trials
 across calls, so a task that stopped improving is `task.stopped` and gets no more.
 
 The default (heuristic) point is measured first, so the report shows what search added; known records of
