@@ -70,6 +70,16 @@ def test_a_killed_runner_actor_loses_no_measurement(local, tmp_path):
     assert len(rows) >= 12
 
 
+def test_a_model_with_several_tasks_tunes_through_one_device(local, tmp_path):
+    torch = pytest.importorskip("torch")
+    net = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 16)).eval()
+    x = torch.randn(4, 32)
+    module = tw.compile(net, [x], trials=8, records=tmp_path / "r.db", progress=False, cost_model="off",
+                        executor=local)  # each task's runner takes the device's one slot in turn
+    assert module.tuning["trials"] == 8
+    np.testing.assert_allclose(module(x.numpy()), net(x).detach().numpy(), rtol=1e-4, atol=1e-5)
+
+
 def test_a_target_the_cluster_cannot_run_is_refused_by_name(local, tmp_path):
     other = dataclasses.replace(as_target("cpu"), cores=as_target("cpu").cores + 7)  # another fingerprint
     with pytest.raises(TilewrightError, match="offers no runner for target .* resource 'tilewright-runner:cpu:"):

@@ -20,6 +20,7 @@ def main(argv=None) -> int:
     ap.add_argument("--trials", type=int, default=120)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--layout", default="NCHWc", help="fixed, so both sides tune the same task set")
+    ap.add_argument("--ray", action="store_true", help="build and run on a local Ray cluster (tw.RayExecutor)")
     a = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="tw-wall-") as tmp:
         os.environ["TILEWRIGHT_CACHE_DIR"] = tmp  # before any kernel is built: nothing cached
@@ -32,13 +33,18 @@ def main(argv=None) -> int:
         spec = models.MODELS[a.model]
         net = spec.build()
         x = spec.example_input(seed=a.seed)
+        executor = tw.RayExecutor() if a.ray else None
         start = time.perf_counter()
-        module = tw.compile(net, [x], trials=a.trials, records=os.path.join(tmp, "records.db"), seed=a.seed,
-                            layout=a.layout, progress=False)
+        try:
+            module = tw.compile(net, [x], trials=a.trials, records=os.path.join(tmp, "records.db"), seed=a.seed,
+                                layout=a.layout, progress=False, executor=executor)
+        finally:
+            if executor is not None:
+                executor.shutdown()
         wall = time.perf_counter() - start
         xs = [np.ascontiguousarray(x.numpy())]
         latency = median_seconds(lambda: module(*xs), repeat=15)
-        print(json.dumps({"model": a.model, "trials": a.trials, "seed": a.seed, "layout": a.layout,
+        print(json.dumps({"model": a.model, "trials": a.trials, "seed": a.seed, "layout": a.layout, "ray": a.ray,
                           "tune_wall_s": round(wall, 2), "new_trials": module.tuning.get("trials"),
                           "phases_s": {k: round(v, 2) for k, v in module.tuning.items()
                                        if k.endswith("_s") and not k.startswith("estimated")}

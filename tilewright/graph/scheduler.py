@@ -115,7 +115,7 @@ def tune_tasks(tasks: list[Task], target, trials: int, records=None, slice_trial
         if st in live:
             live.remove(st)
         live.append(st)
-        while len(live) > MAX_LIVE_RUNNERS:
+        while len(live) > (MAX_LIVE_RUNNERS if executor is None else 1):  # a cluster's device: one runner
             live.pop(0).tuning.pause()
         got = len(st.tuning.tune(n))
         spent += got
@@ -143,9 +143,12 @@ def tune_tasks(tasks: list[Task], target, trials: int, records=None, slice_trial
             if spent == before_spent and not chosen.tuning.stopped:  # a stopped task just leaves the pool
                 break
         retime_start = time.perf_counter()
+        for st in live:  # each task takes the device in turn to re-time (one runner per device on a cluster)
+            st.tuning.pause()
         for st in states:  # the best few points of each tuned task timed again, once (not after every slice)
             if st.tuning is not None:
                 st.task.best_cost = st.tuning.retime()
+                st.tuning.pause()
         retime_s = time.perf_counter() - retime_start
     finally:
         for st in states:

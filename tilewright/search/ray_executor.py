@@ -191,14 +191,23 @@ class RayRunner(LocalRunner):
         self._args = [ray.put(a) for a in (target, module, config, files, timeout, repeat, min_repeat_ms)]
         self._actor_class = ray.remote(_RunnerActor).options(resources={resource: 1}, num_cpus=0, max_restarts=-1,
                                                              max_task_retries=0)
-        self.actor = self._actor_class.remote(*self._args)
+        self.actor = None  # made at the first run, released by `suspend` (the device's resource with it)
+        self._spans: list[tuple[float, float]] = []  # of released actors
         self.restarts = 0
+
+    def _ready_actor(self):
+        """The actor, started and holding the device: waiting for the device (another task or driver holds
+        its resource) is queue time and never counts against a candidate's timeout."""
+        if self.actor is None:
+            self.actor = self._actor_class.remote(*self._args)
+            self.ray.get(self.actor.pid.remote())
+        return self.actor
 
     def run(self, library: str) -> MeasureResult:
         data = Path(library).read_bytes()
         wait = self.time_limit() + 30.0 + self.repeat * self.min_repeat_ms / 1e3 + ACTOR_GRACE_S
         for attempt in range(3):
-            ref = self.actor.run.remote(data, self.best, self.baseline)
+            ref = self._ready_actor().run.remote(data, self.best, self.baseline)
             try:
                 r = self.ray.get(ref, timeout=wait)
             except self.ray.exceptions.GetTimeoutError:
@@ -225,18 +234,24 @@ class RayRunner(LocalRunner):
         return self.run(library)  # the actor retries a timeout on a loaded machine itself
 
     def spans(self) -> list[tuple[float, float]]:
-        """(start, end) wall-clock times of every run of the current actor incarnation."""
-        return self.ray.get(self.actor.spans.remote())
+        """(start, end) wall-clock times of every run on the device (a restarted actor's lost ones aside)."""
+        return self._spans + (self.ray.get(self.actor.spans.remote()) if self.actor is not None else [])
 
     def suspend(self) -> None:
-        self.ray.get(self.actor.suspend.remote())
-
-    def close(self) -> None:
+        """Release the actor and the device's resource (another task's runner may take it); the next run
+        starts a new one from the same inputs."""
+        if self.actor is None:
+            return
         try:
+            self._spans += self.ray.get(self.actor.spans.remote(), timeout=30)
             self.ray.get(self.actor.close.remote(), timeout=30)
         except Exception:  # a dead or unreachable actor holds nothing to release
             pass
         self.ray.kill(self.actor, no_restart=True)
+        self.actor = None
+
+    def close(self) -> None:
+        self.suspend()
 
 
 class _RunnerActor:
