@@ -133,22 +133,21 @@ class LocalRunner:
             return again
         return r
 
+    def _end(self, grace: float) -> None:
+        """Close the runner's input (it exits by itself) and wait `grace` seconds before killing it."""
+        if self._proc is not None:
+            try:
+                self._proc.stdin.close()
+            except OSError:
+                pass
+        self._stop(grace)
+
     def suspend(self) -> None:
         """End the runner process; the next `run` starts a fresh one (an idle tuning task holds none)."""
-        if self._proc is not None:
-            try:
-                self._proc.stdin.close()
-            except OSError:
-                pass
-        self._stop(grace=2.0)
+        self._end(grace=2.0)
 
     def close(self) -> None:
-        if self._proc is not None:
-            try:
-                self._proc.stdin.close()
-            except OSError:
-                pass
-        self._stop()
+        self._end(grace=0.0)
 
 
 def _machine_loaded() -> bool:
