@@ -22,6 +22,24 @@ def test_add_best_and_failed_records(tmp_path):
     assert Records(tmp_path / "r.sqlite").count() == 4
 
 
+def test_one_store_takes_records_from_several_threads(tmp_path):
+    import threading
+
+    store = Records(tmp_path / "r.sqlite")  # tasks tuned at once in one driver share their records
+
+    def add(k):
+        for i in range(50):
+            store.add(rec(1e-3 + i * 1e-6, f'{{"a": {i}}}', workload=f"w{k}"))
+            store.query(f"w{k}", "t1")
+
+    threads = [threading.Thread(target=add, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert store.count() == 200 and all(len(store.query(f"w{k}", "t1")) == 50 for k in range(4))
+
+
 def test_best_ranks_a_retimed_point_by_its_median(tmp_path):
     """One flattering time does not outrank a point that stays fast when timed again."""
     store = Records(tmp_path / "r.sqlite")

@@ -80,6 +80,42 @@ def test_a_model_with_several_tasks_tunes_through_one_device(local, tmp_path):
     np.testing.assert_allclose(module(x.numpy()), net(x).detach().numpy(), rtol=1e-4, atol=1e-5)
 
 
+def test_tasks_measuring_at_once_share_the_device_and_never_time_out_in_its_queue(local, tmp_path):
+    import threading
+
+    cpu = as_target("cpu")
+    db = Records(tmp_path / "r.db")
+    tasks = [TuningTask(gemm(32 + 16 * i), cpu, backend_for(cpu), options(tmp_path, timeout=2.0), db, budget=6,
+                        executor=local) for i in range(3)]
+    try:
+        threads = [threading.Thread(target=t.tune, args=(6,)) for t in tasks]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        spans = sorted(s for t in tasks for s in t.measurer.runner.spans())
+        pids = {local.ray.get(t.measurer.runner.actor.pid.remote()) for t in tasks}
+    finally:
+        for t in tasks:
+            t.close()
+    assert len(pids) == 1  # one actor for the device, serving every task
+    assert all(len(t.result.history) == 6 and all(r.error_kind == "none" for r in t.result.history) for t in tasks)
+    assert len(spans) >= 18 and all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))  # timed one at a time
+
+
+def test_a_build_worker_with_another_compiler_is_refused_by_name(local, tmp_path):
+    from tilewright.runtime.builder import LocalBuilder
+    from tilewright.search.ray_executor import RayBuilder, compiler_mismatch
+
+    cpu = as_target("cpu")
+    assert compiler_mismatch(cpu) == ""
+    other = dataclasses.replace(cpu, compiler_version="gcc (Imaginary) 0.1")
+    A, B, C = gemm()
+    builder = RayBuilder(ray, LocalBuilder(backend_for(other), other, [A, B, C]), tmp_path)
+    with pytest.raises(TilewrightError, match=r"has compiler .* not 'cc' \(gcc \(Imaginary\) 0.1\)"):
+        builder.build([tw.create_schedule(C)])
+
+
 def test_a_target_the_cluster_cannot_run_is_refused_by_name(local, tmp_path):
     other = dataclasses.replace(as_target("cpu"), cores=as_target("cpu").cores + 7)  # another fingerprint
     with pytest.raises(TilewrightError, match="offers no runner for target .* resource 'tilewright-runner:cpu:"):

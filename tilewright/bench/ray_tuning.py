@@ -4,7 +4,13 @@
   builders' CPUs, a second node holding the CPU runner's resource); wall clock, the best kernel's median,
   and whether any two measurements on the device overlapped (the runner actor's own timestamps);
 - `kill`: a seeded run whose runner actor is killed at trial `--kill-at`: records, duplicates, lost trials
-  and the recovery time (the first measurement after the kill).
+  and the recovery time (the first measurement after the kill);
+- `resume`: a driver process tuning on the simulated cluster is killed (SIGKILL) once `--kill-at` records are
+  committed; a second driver with the same seed and records finishes the budget: records, duplicates, and
+  whether every record of the killed driver is still there;
+- `queue`: `--builders` tasks tune one GEMM at once (a driver thread each) through one device with a 1 s
+  measurement timeout: every timeout is measured again alone, and one that takes less than the timeout
+  alone is spurious (time queued or slowed by builds counted against it).
 Every number is one JSON line; each run starts from empty records and an empty compiled-kernel cache."""
 
 from __future__ import annotations
@@ -116,18 +122,146 @@ def kill(case: str, trials: int, kill_at: int, seed: int) -> None:
                           "recovery_s": round(recovery, 2)}), flush=True)
 
 
+def drive(address: str, case: str, trials: int, seed: int, records: str) -> None:
+    """One driver: tune `case` on the cluster at `address` until `records` hold `trials` of its trials."""
+    from ..backends import backend_for
+    from ..records import Records
+    from ..search.options import TuneOptions
+    from ..search.ray_executor import RayExecutor
+    from ..search.task import TuningTask
+    from ..targets import as_target
+    from ..workloads.builders import suite_program
+
+    op, name = case.split(":", 1)
+    cpu = as_target("cpu")
+    db = Records(records)
+    with RayExecutor(address=address) as ex, TuningTask(
+            suite_program(op, name), cpu, backend_for(cpu), TuneOptions(seed=seed, progress=False, batch=1,
+                                                                        early_stop=trials),
+            db, budget=trials, executor=ex) as task:
+        done = len([r for r in db.query(task.workload, cpu.key) if r.method == "q"])
+        task.tune(trials - done)
+
+
+def resume(case: str, trials: int, kill_at: int, seed: int) -> None:
+    import signal
+    import subprocess
+
+    from ..records import Records
+
+    with tempfile.TemporaryDirectory(prefix="tw-ray-resume-") as tmp:
+        os.environ["TILEWRIGHT_CACHE_DIR"] = tmp
+        records = os.path.join(tmp, "r.db")
+        cluster, ex = _cluster(cpus=os.cpu_count() or 2)
+        ex.shutdown()
+        import ray
+
+        ray.shutdown()  # the drivers are other processes; this one only keeps the cluster
+        cmd = [sys.executable, "-m", "tilewright.bench.ray_tuning", "drive", "--address", cluster.address,
+               "--cases", case, "--trials", str(trials), "--seed", str(seed), "--records", records]
+        try:
+            first = subprocess.Popen(cmd)
+            db = Records(records)
+            while db.count() < kill_at and first.poll() is None:
+                time.sleep(0.2)
+            first.send_signal(signal.SIGKILL)
+            first.wait()
+            before = {(r.point, r.run_id) for r in db.query()}
+            start = time.perf_counter()
+            second = subprocess.run(cmd)
+            wall = time.perf_counter() - start
+        finally:
+            cluster.shutdown()
+        rows = [r for r in db.query() if r.method == "q"]
+        points = [r.point for r in rows]
+        print(json.dumps({"case": case, "trials": trials, "killed_at_records": len(before),
+                          "records": len(rows), "duplicates": len(points) - len(set(points)),
+                          "kept": len(before & {(r.point, r.run_id) for r in rows}),
+                          "runs": len({r.run_id for r in rows}), "second_exit": second.returncode,
+                          "second_wall_s": round(wall, 2)}), flush=True)
+
+
+def _gemm(n: int) -> list:
+    from .. import ops, te
+
+    a = te.placeholder((n, n), "float32", name="A")
+    b = te.placeholder((n, n), "float32", name="B")
+    return [a, b, ops.matmul(a, b)]
+
+
+def queue(builders: int, trials: int, size: int, seed: int) -> None:
+    import threading
+
+    from ..backends import backend_for
+    from ..records import Records
+    from ..runtime.measure import Measurer
+    from ..search.options import TuneOptions
+    from ..search.task import TuningTask
+    from ..targets import as_target
+
+    cpu = as_target("cpu")
+    with tempfile.TemporaryDirectory(prefix="tw-ray-queue-") as tmp:
+        os.environ["TILEWRIGHT_CACHE_DIR"] = tmp
+        db = Records(os.path.join(tmp, "r.db"))
+        cluster, ex = _cluster(cpus=builders)
+        tasks = []
+        start = time.perf_counter()
+        try:
+            for k in range(builders):
+                opts = TuneOptions(seed=seed + k, progress=False, batch=1, timeout=1.0, cost_model="off",
+                                   early_stop=trials)
+                tasks.append(TuningTask(_gemm(size), cpu, backend_for(cpu), opts, db, budget=trials, executor=ex))
+            threads = [threading.Thread(target=t.tune, args=(trials,)) for t in tasks]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            wall = time.perf_counter() - start
+            spans = sorted(s for t in tasks for s in t.measurer.runner.spans())
+        finally:
+            for t in tasks:
+                t.close()
+            ex.shutdown()
+            cluster.shutdown()
+        timeouts = [(t, r) for t in tasks for r in t.result.history if r.error_kind == "timeout"]
+        alone = []
+        if timeouts:
+            task = tasks[0]
+            with Measurer(task.outputs, task.args, cpu, backend_for(cpu), timeout=30.0) as m:
+                for t, r in timeouts:
+                    got = m.measure(t.screen.instantiate([r.point]))[0]
+                    alone.append(round(got.run_s, 3))
+        durations = sorted(b - a for a, b in spans)
+        print(json.dumps({"builders": builders, "trials_each": trials, "gemm": size, "wall_s": round(wall, 1),
+                          "measurements": len(spans), "median_measurement_s": round(durations[len(durations) // 2], 3),
+                          "overlapping": sum(a[1] > b[0] for a, b in zip(spans, spans[1:])),
+                          "timeouts": len(timeouts), "timeouts_alone_s": alone,
+                          "spurious": sum(a < 1.0 for a in alone)}), flush=True)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("what", choices=["throughput", "kill"])
+    ap.add_argument("what", choices=["throughput", "kill", "resume", "drive", "queue"])
     ap.add_argument("--cases", default="C2D:yolo_conv2,C2D:yolo_conv6")
     ap.add_argument("--trials", type=int, default=100)
     ap.add_argument("--kill-at", type=int, default=50)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--builders", type=int, default=8, help="queue: tasks tuned at once")
+    ap.add_argument("--size", type=int, default=768, help="queue: the GEMM's n = k = m")
+    ap.add_argument("--address", help="drive: the cluster's address")
+    ap.add_argument("--records", help="drive: the records database")
     a = ap.parse_args(argv)
+    case = a.cases.split(",")[0]
     if a.what == "throughput":
         throughput(a.cases.split(","), a.trials, a.seed)
+    elif a.what == "kill":
+        kill(case, a.trials, a.kill_at, a.seed)
+    elif a.what == "queue":
+        queue(a.builders, a.trials, a.size, a.seed)
+    elif a.what == "resume":
+        resume(case, a.trials, a.kill_at, a.seed)
     else:
-        kill(a.cases.split(",")[0], a.trials, a.kill_at, a.seed)
+        drive(a.address, case, a.trials, a.seed, a.records)
     return 0
 
 

@@ -115,7 +115,7 @@ def tune_tasks(tasks: list[Task], target, trials: int, records=None, slice_trial
         if st in live:
             live.remove(st)
         live.append(st)
-        while len(live) > (MAX_LIVE_RUNNERS if executor is None else 1):  # a cluster's device: one runner
+        while len(live) > MAX_LIVE_RUNNERS:
             live.pop(0).tuning.pause()
         got = len(st.tuning.tune(n))
         spent += got

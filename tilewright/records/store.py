@@ -9,6 +9,7 @@ import json
 import math
 import sqlite3
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -111,16 +112,20 @@ class Records:
     """An open record store (SQLite file). Each `add` is its own committed
     transaction. A database locked by another process is waited for up to
     `lock_timeout` seconds (with a warning on stderr); past that, `add` saves
-    the record to `side_path` (JSONL, next to the database) and raises."""
+    the record to `side_path` (JSONL, next to the database) and raises. One
+    store may be shared by threads (tasks tuned at once): each transaction
+    holds the store's lock."""
 
     def __init__(self, path=None, lock_timeout: float = LOCK_TIMEOUT_S):
         self.path = Path(path) if path is not None else default_path()
         self.lock_timeout = float(lock_timeout)
         self.side_path = self.path.with_name(self.path.name + ".unsaved.jsonl")
         self._token = None
+        self._lock = threading.RLock()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(str(self.path), timeout=min(_ATTEMPT_S, self.lock_timeout))
+            self._db = sqlite3.connect(str(self.path), timeout=min(_ATTEMPT_S, self.lock_timeout),
+                                       check_same_thread=False)
         except (OSError, sqlite3.Error) as exc:
             raise TilewrightError(f"cannot open the records database {self.path}: {exc}; pass another path "
                                   "(records=...) or set TILEWRIGHT_CACHE_DIR to a writable directory") from None
@@ -132,8 +137,9 @@ class Records:
         start, warned, pause = time.monotonic(), False, 0.05
         while True:
             try:
-                out = work()
-                self._db.commit()
+                with self._lock:
+                    out = work()
+                    self._db.commit()
                 return out
             except sqlite3.OperationalError as exc:
                 self._rollback()

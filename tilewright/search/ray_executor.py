@@ -2,12 +2,12 @@
 `tw.tune`, `tw.compile` and `TuningTask`. The search and the records stay in the driver, the only writer of
 the records; what moves out is the measuring:
 - builders: lowering and rendering stay in the driver (Python objects), the compiler runs as stateless Ray
-  tasks spread over the cluster's CPUs; each returns the artefact's bytes (nodes share no file system);
-- one runner actor per device: it holds the program's inputs and references and runs candidates through a
-  LocalRunner (runtime/local_runner.py) in its own isolated process, so a crashing kernel costs one
-  measurement; the actor claims the device's custom resource (`RayExecutor.resource(target)`), so
-  measurements on one device never overlap; its timeout counts from the request to its own runner, never
-  time spent queued; a killed actor is restarted and the candidate it was running measured again once.
+  tasks spread over the cluster's CPUs; each returns the artefact's bytes (nodes share no file system),
+  first checks that its worker has the target's compiler, and waits while a kernel is timed on its machine;
+- one runner actor per device (ray_runner.py), made at the first measurement and kept for the executor's
+  life, serving every task: it claims the device's custom resource (`RayExecutor.resource(target)`), so
+  measurements on one device never overlap, and times candidates in an isolated process with a timeout
+  that never counts time queued.
 A runner actor checks that its host has the target's ISA features before it measures anything."""
 
 from __future__ import annotations
@@ -15,18 +15,17 @@ from __future__ import annotations
 import hashlib
 import os
 import socket
-import tempfile
 import time
 from pathlib import Path
 
 from ..config import usable_cores
 from ..errors import BuildError, TilewrightError
 from ..runtime.builder import BuildResult, message
-from ..runtime.local_runner import LocalRunner
+from ..runtime.core_lock import building_cores
 from ..runtime.measure import Measurer
 from ..runtime.result import ErrorKind, MeasureResult
+from .ray_runner import CALLERS, DeviceActor, RayRunner
 
-ACTOR_GRACE_S = 60.0  # beyond the runner's own deadline before the driver declares an actor hung
 RUNNER_RESOURCE = "tilewright-runner"
 
 
@@ -75,6 +74,7 @@ class RayExecutor:
                     constants.ENABLE_RAY_CLUSTER = cluster_mode
             self._owns = True
         self.ray = ray
+        self._actors: dict = {}  # device resource -> its runner actor
 
     @staticmethod
     def resource(target) -> str:
@@ -89,10 +89,30 @@ class RayExecutor:
                                   f"`ray start --address=... --resources='{{\"{name}\": 1}}'`")
         return name
 
+    def device_actor(self, resource: str):
+        """The runner actor of the device offering `resource`, made at first use (it waits for the device
+        while another driver holds it)."""
+        actor = self._actors.get(resource)
+        if actor is None:
+            actor = self.ray.remote(DeviceActor).options(resources={resource: 1}, num_cpus=0, max_restarts=-1,
+                                                         max_task_retries=0, max_concurrency=CALLERS).remote()
+            self._actors[resource] = actor
+        return actor
+
+    def replace_actor(self, resource: str, dead) -> None:
+        """Give up on an actor Ray could not restart; the next `device_actor` makes a new one."""
+        if self._actors.get(resource) is dead:
+            self.ray.kill(dead, no_restart=True)
+            del self._actors[resource]
+
     def measurer(self, outputs, args, target, backend, **kwargs) -> RayMeasurer:
         return RayMeasurer(self, outputs, args, target, backend, **kwargs)
 
     def shutdown(self) -> None:
+        if self.ray.is_initialized():  # the devices go back to the cluster even when the session stays
+            for actor in self._actors.values():
+                self.ray.kill(actor, no_restart=True)
+        self._actors.clear()
         if self._owns and self.ray.is_initialized():
             self.ray.shutdown()
         self._owns = False
@@ -119,7 +139,7 @@ def _probe(address: str, wait_s: float = 5.0) -> None:
 
 
 class RayMeasurer(Measurer):
-    """A Measurer whose compiler runs as Ray tasks and whose runner is an actor on the device's node."""
+    """A Measurer whose compiler runs as Ray tasks and whose runner is the device's actor."""
 
     def __init__(self, executor: RayExecutor, outputs, args, target, backend, **kwargs):
         super().__init__(outputs, args, target, backend, **kwargs)
@@ -129,7 +149,7 @@ class RayMeasurer(Measurer):
             local = self.runner
             files = {f: (Path(self._dir.name) / f).read_bytes() for f in os.listdir(self._dir.name)
                      if f.endswith(".npy")}
-            self.runner = RayRunner(executor.ray, resource, target, local.module, local.config, files,
+            self.runner = RayRunner(executor, resource, target, local.module, local.config, files,
                                     local.timeout, local.repeat, local.min_repeat_ms)
         except BaseException:
             self._dir.cleanup()
@@ -155,7 +175,9 @@ class RayBuilder:
             if not isinstance(r, tuple):
                 out.append(r)
                 continue
-            data, error, build_s = self.ray.get(futures[i])
+            data, error, build_s, mismatch = self.ray.get(futures[i])
+            if mismatch:
+                raise TilewrightError(mismatch)
             build_s += r[1]
             if error:
                 out.append(BuildResult(error=MeasureResult(error_kind=ErrorKind.COMPILE, error_msg=error,
@@ -170,132 +192,32 @@ class RayBuilder:
 
 def _compile_remote(compile_fn, source, target, timeout: float):
     """On a worker: compile `source` for `target` with the backend record's `compile`; (artefact bytes,
-    error message, seconds)."""
-    start = time.perf_counter()
+    error message, seconds, why this worker cannot build for the target or "")."""
+    mismatch = compiler_mismatch(target)
+    if mismatch:
+        return b"", "", 0.0, mismatch
     try:
-        artefact = compile_fn(source, target, timeout)
+        with building_cores():  # never while a kernel is timed on this machine
+            start = time.perf_counter()
+            artefact = compile_fn(source, target, timeout)
     except BuildError as exc:
-        return b"", message(exc), time.perf_counter() - start
-    return Path(artefact.path).read_bytes(), "", time.perf_counter() - start
+        return b"", message(exc), time.perf_counter() - start, ""
+    return Path(artefact.path).read_bytes(), "", time.perf_counter() - start, ""
 
 
-class RayRunner(LocalRunner):
-    """The driver's handle on the device's runner actor. The timeout state (`best`, `baseline`) lives here
-    and goes with each request, so a restarted actor times out exactly as the one it replaced."""
+def compiler_mismatch(target) -> str:
+    """Why this host cannot build a CPU target's kernels ("" when it can): its C compiler is not the one in
+    the target's fingerprint, so records would be filed under a compiler that never built them."""
+    if target.kind != "cpu":
+        return ""
+    from ..targets import as_target
 
-    def __init__(self, ray, resource: str, target, module: str, config: dict, files: dict, timeout: float,
-                 repeat: int, min_repeat_ms: float):
-        super().__init__(module, config, timeout, repeat, min_repeat_ms)
-        self.ray = ray
-        # held here for the runner's life: a restarted actor is rebuilt from these same objects
-        self._args = [ray.put(a) for a in (target, module, config, files, timeout, repeat, min_repeat_ms)]
-        self._actor_class = ray.remote(_RunnerActor).options(resources={resource: 1}, num_cpus=0, max_restarts=-1,
-                                                             max_task_retries=0)
-        self.actor = None  # made at the first run, released by `suspend` (the device's resource with it)
-        self._spans: list[tuple[float, float]] = []  # of released actors
-        self.restarts = 0
-
-    def _ready_actor(self):
-        """The actor, started and holding the device: waiting for the device (another task or driver holds
-        its resource) is queue time and never counts against a candidate's timeout."""
-        if self.actor is None:
-            self.actor = self._actor_class.remote(*self._args)
-            self.ray.get(self.actor.pid.remote())
-        return self.actor
-
-    def run(self, library: str) -> MeasureResult:
-        data = Path(library).read_bytes()
-        wait = self.time_limit() + 30.0 + self.repeat * self.min_repeat_ms / 1e3 + ACTOR_GRACE_S
-        for attempt in range(3):
-            ref = self._ready_actor().run.remote(data, self.best, self.baseline)
-            try:
-                r = self.ray.get(ref, timeout=wait)
-            except self.ray.exceptions.GetTimeoutError:
-                self.ray.kill(self.actor, no_restart=False)
-                self.restarts += 1
-                return MeasureResult(error_kind=ErrorKind.TIMEOUT, error_msg=f"runner actor gave no answer in "
-                                                                             f"{wait:.0f}s; it was restarted")
-            except self.ray.exceptions.RayActorError as exc:  # the actor (or its node) died: not the kernel's fault
-                self.restarts += 1
-                if attempt == 0:
-                    continue  # Ray restarts it
-                if attempt == 1:  # it did not come back: a new one
-                    self.ray.kill(self.actor, no_restart=True)
-                    self.actor = self._actor_class.remote(*self._args)
-                    continue
-                return MeasureResult(error_kind=ErrorKind.RUNTIME, error_msg=f"runner actor died three times on "
-                                                                             f"this candidate: {str(exc)[:300]}")
-            if r.ok:
-                self.best = min(self.best, r.cost)
-            return r
-        raise AssertionError("unreachable")
-
-    def run_retrying(self, library: str) -> MeasureResult:
-        return self.run(library)  # the actor retries a timeout on a loaded machine itself
-
-    def spans(self) -> list[tuple[float, float]]:
-        """(start, end) wall-clock times of every run on the device (a restarted actor's lost ones aside)."""
-        return self._spans + (self.ray.get(self.actor.spans.remote()) if self.actor is not None else [])
-
-    def suspend(self) -> None:
-        """Release the actor and the device's resource (another task's runner may take it); the next run
-        starts a new one from the same inputs."""
-        if self.actor is None:
-            return
-        try:
-            self._spans += self.ray.get(self.actor.spans.remote(), timeout=30)
-            self.ray.get(self.actor.close.remote(), timeout=30)
-        except Exception:  # a dead or unreachable actor holds nothing to release
-            pass
-        self.ray.kill(self.actor, no_restart=True)
-        self.actor = None
-
-    def close(self) -> None:
-        self.suspend()
-
-
-class _RunnerActor:
-    """On the device's node: the program's inputs and references in a local directory, a LocalRunner."""
-
-    def __init__(self, target, module, config, files, timeout, repeat, min_repeat_ms):
-        if target.kind == "cpu":
-            from ..targets import as_target
-
-            missing = sorted(set(target.features) - set(as_target("cpu").features))
-            if missing:
-                raise TilewrightError(f"the runner node {socket.gethostname()} lacks ISA features "
-                                      f"{', '.join(missing)} of target {target.key}; run this target's "
-                                      f"device resource on a host that has them")
-        self.dir = tempfile.mkdtemp(prefix="tilewright-ray-runner-")
-        for name, data in files.items():
-            Path(self.dir, name).write_bytes(data)
-        self.runner = LocalRunner(module, dict(config, data_dir=self.dir), timeout, repeat, min_repeat_ms)
-        self._spans: list[tuple[float, float]] = []
-
-    def run(self, library: bytes, best: float, baseline: float) -> MeasureResult:
-        path = Path(self.dir, f"{hashlib.sha256(library).hexdigest()[:20]}.so")
-        if not path.exists():
-            path.write_bytes(library)
-        self.runner.best, self.runner.baseline = best, baseline
-        start = time.time()
-        r = self.runner.run_retrying(str(path))
-        self._spans.append((start, time.time()))
-        return r
-
-    def spans(self) -> list[tuple[float, float]]:
-        return self._spans
-
-    def pid(self) -> int:
-        return os.getpid()
-
-    def suspend(self) -> None:
-        self.runner.suspend()
-
-    def close(self) -> None:
-        import shutil
-
-        self.runner.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
+    host = as_target("cpu")
+    if (host.compiler, host.compiler_version) == (target.compiler, target.compiler_version):
+        return ""
+    return (f"the build worker {socket.gethostname()} has compiler {host.compiler!r} ({host.compiler_version}), not "
+            f"{target.compiler!r} ({target.compiler_version}) of target {target.key}; install that compiler on "
+            f"every node (or set CC to it) or tune for the target this cluster builds for")
 
 
 __all__ = ["RayExecutor", "RayMeasurer"]
