@@ -62,21 +62,28 @@ class Backend:
         source = self.render(func, target)
         return self.load(func, source, self.compile(source, target), target)
 
+    def space_generator(self, outputs, target: Target, constants=()):
+        """The program's schedule space on `target` (space/generator.py), what a tuning task searches."""
+        from .space.generator import SpaceGenerator
+
+        self.require_space()
+        return SpaceGenerator(outputs, target, self.space, self.apply, self.default_point, self.heuristic_points,
+                              constants)
+
     def default_schedule(self, outputs, target: Target, constants=()):
         """The untuned schedule: the space's default point, else the kind's fallback. `constants`:
         inputs that never change between calls (packs of them are made once)."""
         if self.space is None and self.fallback_schedule is not None:
             return self.fallback_schedule(outputs, target)
-        self.require_space()
-        space, plan = self.space(outputs, target, constants=constants)
+        generator = self.space_generator(outputs, target, constants)
         try:
-            point = self.default_point(space, plan)
+            point = generator.default()
         except EmptySpaceError:
             # e.g. a GPU elementwise op over 45 elements: no thread count fills 75% of its warps
             if self.fallback_schedule is None:
                 raise
             return self.fallback_schedule(outputs, target)
-        return self.apply(outputs, plan, point)
+        return generator.apply(point)
 
     def require_space(self) -> None:
         if self.space is None:

@@ -48,8 +48,8 @@ class TuningTask:
         self.args, self.outputs = split_args(tensors)
         self.backend, self.target = backend, target
         self.options = options = options or TuneOptions()
-        backend.require_space()
-        self.space, self.plan = backend.space(self.outputs, target, constants=constants)
+        self.generator = backend.space_generator(self.outputs, target, constants)
+        self.space, self.plan = self.generator.space, self.generator.plan
         self.strategy = make_strategy(options.method, self.space, options.seed)
         self.store = records if isinstance(records, Records) else Records(records)
         self.workload = workload_key(self.outputs)
@@ -69,7 +69,7 @@ class TuningTask:
                                 self.space, self.store, self.workload, options.seed)
         self.result = TuneResult(self.args, self.outputs, target, backend, self.space, self.plan, options.method,
                                  self.workload, *self.strategy.best, math.inf, log_path=self._log_path)
-        self.default = backend.default_point(self.space, self.plan)
+        self.default = self.generator.default()
         try:
             make = Measurer if executor is None else executor.measurer
             self.measurer = make(self.outputs, self.args, target, self.screen.backend, timeout=options.timeout,
@@ -80,7 +80,7 @@ class TuningTask:
             raise
         if self.default in self.strategy.costs:
             self.result.default_cost = self.measurer.baseline = self.strategy.costs[self.default]
-        seeds = backend.heuristic_points(self.space, self.plan, k=self.batch) if options.from_default else []
+        seeds = self.generator.heuristic(self.batch) if options.from_default else []
         self._queue = [p for p in seeds if p not in self.strategy.costs]
         self._default_times: list[float] = []  # every time this task takes of the default point
         self._last_gain = 0
