@@ -58,15 +58,21 @@ def _program(args) -> list:
     return [*inputs, fn(*inputs, **opts)]
 
 
+def _executor(address: str | None, target):
+    """The RayExecutor of `--ray ADDRESS` ('local': a cluster on 127.0.0.1 with a runner slot for `target`)."""
+    if address is None:
+        return None
+    from .search.ray_executor import RayExecutor
+
+    return RayExecutor(address=None if address == "local" else address, devices=(target,))
+
+
 def cmd_tune(args) -> int:
     from .api import tune
+    from .targets import as_target
 
     tensors = _program(args)
-    executor = None
-    if args.ray is not None:
-        from .search.ray_executor import RayExecutor
-
-        executor = RayExecutor(address=None if args.ray == "local" else args.ray)
+    executor = _executor(args.ray, as_target(args.target))
     try:
         result = tune(tensors, target=args.target, trials=args.trials, method=args.method, timeout=args.timeout,
                       seed=args.seed, records=args.records, progress=True, cost_model=args.cost_model,
@@ -111,17 +117,30 @@ def _split(v):
 
 def cmd_bench(args) -> int:
     if args.target != "cpu":
+        if args.ray is not None:
+            raise TilewrightError(f"--ray: bench tunes on a Ray cluster for --target cpu only, not {args.target}")
         return cmd_bench_gpu(args)
-    if args.suite == "models":
-        return cmd_bench_models(args)
+    from .bench.flextensor import bench_target
+
+    executor = _executor(args.ray, bench_target(args.threads, args.isa))
+    try:
+        if args.suite == "models":
+            return cmd_bench_models(args, executor)
+        return cmd_bench_suite(args, executor)
+    finally:
+        if executor is not None:
+            executor.shutdown()
+
+
+def cmd_bench_suite(args, executor) -> int:
     from .bench import run_suite
 
     split = _split
-
     ops = ["R50"] if args.suite == "resnet50" else split(args.ops)
     result = run_suite(ops=ops, cases=split(args.cases), trials=args.trials, threads=args.threads,
                        out=args.out, records=args.records, method=args.method, reuse=args.reuse,
-                       progress=sys.stderr.isatty(), isa=args.isa, name=args.suite, winograd=args.winograd)
+                       progress=sys.stderr.isatty(), isa=args.isa, name=args.suite, winograd=args.winograd,
+                       executor=executor)
     print(f"wrote {args.out}/{args.suite}.json, .md and .png")
     return 1 if result["failures"] else 0
 
@@ -142,7 +161,7 @@ def cmd_bench_gpu(args) -> int:
     return 1 if result["failures"] else 0
 
 
-def cmd_bench_models(args) -> int:
+def cmd_bench_models(args, executor=None) -> int:
     from .bench.model_baselines import Choice
     from .bench.models import run_models
 
@@ -159,7 +178,7 @@ def cmd_bench_models(args) -> int:
     result = run_models(models=_split(args.models), trials=args.trials, threads=args.threads, out=args.out,
                         records=args.records, reduced=args.reduced, progress=sys.stderr.isatty(), name=args.suite,
                         layout=args.layout, winograd=args.winograd, choice=choice, rounds=args.rounds,
-                        memory=args.memory)
+                        memory=args.memory, executor=executor)
     print(f"wrote {args.out}/{args.suite}.json, .md and .png")
     return 1 if result["failures"] else 0
 
@@ -249,6 +268,8 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--records", help="SQLite record file (default: the user cache dir)")
     b.add_argument("--reuse", action="store_true", help="skip tuning where the records already hold the case")
     b.add_argument("--out", default="results", help="directory for <suite>.json/.md/.png")
+    b.add_argument("--ray", metavar="ADDRESS", help="tune on the Ray cluster at ADDRESS ('local': start one on "
+                   "127.0.0.1); every side is still timed in this process; cpu only; needs tilewright[ray]")
     b.set_defaults(fn=cmd_bench)
     r = sub.add_parser("records", help="list, show, export or import tuning records")
     r.add_argument("action", choices=["list", "show", "export", "import"])

@@ -144,3 +144,14 @@ def test_two_nodes_build_and_one_runs_without_overlap(tmp_path):
     finally:
         ray.shutdown()
         cluster.shutdown()
+
+
+def test_bench_tunes_on_the_cluster_and_times_here(local, tmp_path, capsys):
+    from tilewright.cli import main
+
+    db = tmp_path / "r.db"
+    assert main(["bench", "flextensor", "--ops", "GEMM", "--cases", "gemm_32", "--trials", "3", "--ray", "local",
+                 "--records", str(db), "--out", str(tmp_path), "--no-winograd"]) == 0
+    assert Records(db).count() >= 3 and (tmp_path / "flextensor.json").exists()
+    assert main(["bench", "flextensor", "--target", "opencl", "--ray", "local", "--out", str(tmp_path)]) == 2
+    assert "--ray: bench tunes on a Ray cluster for --target cpu only" in capsys.readouterr().err

@@ -37,13 +37,13 @@ def winograd_takes(case: dict, weight: np.ndarray, target) -> bool:
 
 
 def compiled_layer(case: dict, weight: np.ndarray, target, trials: int, records, progress: bool = False,
-                   seed: int = 0):
+                   seed: int = 0, executor=None):
     """The layer compiled with the Winograd rule on packed data, tuned for `trials` in total over its
-    tasks (0: default schedules; pass an empty store for the untuned default)."""
+    tasks (0: default schedules; pass an empty store for the untuned default) through `executor`."""
     from ..graph.compile import compile as compile_graph
 
     return compile_graph(conv_graph(case, weight), target=target, trials=trials, records=records,
-                         progress=progress, layout="NCHWc", winograd=True, seed=seed)
+                         progress=progress, layout="NCHWc", winograd=True, seed=seed, executor=executor)
 
 
 def torch_prepacked(case: dict, weight: np.ndarray, x: np.ndarray) -> Callable[[], object] | None:

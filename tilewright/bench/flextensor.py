@@ -131,10 +131,10 @@ def bench_target(threads: int | None = None, isa: str = "native"):
 
 
 def tuned_kernel(tensors, target, records: Records, trials: int, method: str = "q", seed: int = 0,
-                 progress: bool = False, reuse: bool = False):
+                 progress: bool = False, reuse: bool = False, executor=None):
     """(kernel, tuning errors, trials run): the case tuned for `trials`, or, with `reuse`, built from the
     best record of its workload and target where there is one; kernel None for `trials` 0 (the caller
-    then times the untuned default as its own)."""
+    then times the untuned default as its own). `executor`: where candidates are built and run."""
     from ..analysis.workload import workload_key
     from ..api import build as build_kernel
 
@@ -144,7 +144,7 @@ def tuned_kernel(tensors, target, records: Records, trials: int, method: str = "
         with records:  # the best record of this workload and target
             return build_kernel(tensors, target=target), {}, 0
     result = tune(tensors, target=target, trials=trials, method=method, seed=seed, records=records,
-                  progress=progress)
+                  progress=progress, executor=executor)
     return result.build(), result.errors, len(result.history)
 
 
@@ -167,13 +167,13 @@ def _numpy_baseline(op: str, tensors, seed: int, threads: int) -> NumpyBaseline 
 
 def run_case(op: str, case: str, trials: int, threads: int, records: Records, method: str = "q",
              reuse: bool = False, seed: int = 0, progress: bool = False, isa: str = "native",
-             winograd: bool = True) -> CaseResult:
+             winograd: bool = True, executor=None) -> CaseResult:
     from ..api import build as build_kernel
 
     tensors = suite_program(op, case)
     target = bench_target(threads, isa)
     started = time.perf_counter()
-    kernel, errors, tuned = tuned_kernel(tensors, target, records, trials, method, seed, progress, reuse)
+    kernel, errors, tuned = tuned_kernel(tensors, target, records, trials, method, seed, progress, reuse, executor)
     spent = time.perf_counter() - started if tuned else None
     default = build_kernel(tensors, target=target)  # no records active: the untuned default
     untuned = kernel is None  # then the default is ours, timed once
@@ -195,7 +195,7 @@ def run_case(op: str, case: str, trials: int, threads: int, records: Records, me
     wino: dict = {}
     if winograd and op in CONV_SUITES:
         sides.update(_winograd_sides(op, suite_case(op, case), ins, want, target, trials, records, baselines,
-                                     seed, wino))
+                                     seed, wino, executor))
     for name, fn in baselines.items():  # a wrong baseline is no comparison either
         _within_tolerance(fn(), want, f"{baseline_label(name)} baseline", op, case)
     sides.update({name: (lambda fn=fn: median_seconds(fn, repeat=KERNEL_REPEAT)) for name, fn in baselines.items()})
@@ -245,7 +245,7 @@ def _empty_calls(op: str, n_args: int, target, threads: int, torch_side: bool, b
 
 
 def _winograd_sides(op: str, c: dict, ins, want, target, trials: int, records: Records, baselines: dict,
-                    seed: int, notes: dict | None = None) -> dict:
+                    seed: int, notes: dict | None = None, executor=None) -> dict:
     """For a layer the compiler's Winograd rule takes: the tuned compiled layer (and, when tuned, the
     untuned one) as timed sides, each checked against the reference first, and PyTorch with prepacked
     weights among the baselines, since the compiled layer prepares its weights once. `notes` gets the
@@ -258,7 +258,7 @@ def _winograd_sides(op: str, c: dict, ins, want, target, trials: int, records: R
     with tempfile.TemporaryDirectory() as tmp:  # no records: the untuned default
         default = compiled_layer(c, w, target, 0, Records(Path(tmp) / "none.db"))
     started = time.perf_counter()
-    tuned = compiled_layer(c, w, target, trials, records, seed=seed) if trials else default
+    tuned = compiled_layer(c, w, target, trials, records, seed=seed, executor=executor) if trials else default
     if trials:
         notes["winograd_tuning_s"] = time.perf_counter() - started
     notes["winograd_max_rel_error"] = _within_tolerance(tuned(ins[0]), want, "Winograd kernel", op, c["name"])
@@ -276,9 +276,10 @@ def _winograd_sides(op: str, c: dict, ins, want, target, trials: int, records: R
 def run_suite(ops=None, cases=None, trials: int = 300, threads: int | None = None, out: Path | str = "results",
               records=None, method: str = "q", reuse: bool = False, progress: bool = True,
               log: Callable[[str], None] = print, isa: str = "native", name: str = "flextensor",
-              winograd: bool = True) -> dict:
+              winograd: bool = True, executor=None) -> dict:
     """Benchmark the chosen operators/cases on the host restricted to `isa`; writes `name`.json/.md/.png
-    under `out` after every case."""
+    under `out` after every case. `executor`: where tuning builds and runs candidates (a RayExecutor);
+    every side is timed here, in this process."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     data = suite()
@@ -304,7 +305,7 @@ def run_suite(ops=None, cases=None, trials: int = 300, threads: int | None = Non
             started = time.perf_counter()
             try:
                 row = run_case(op, case, trials, threads, store, method, reuse, progress=progress, isa=isa,
-                               winograd=winograd)
+                               winograd=winograd, executor=executor)
             except TilewrightError as exc:
                 failures.append({"op": op, "case": case, "error": str(exc)})
                 log(f"  FAILED: {exc}")

@@ -140,7 +140,7 @@ def _say(progress: bool, text: str) -> None:
 def run_model(name: str, trials: int, threads: int, records: Records, reduced: bool = False,
               baselines=("eager", "compile", "ort"), progress: bool = True, seed: int = 0,
               layout: str = "auto", winograd: bool = True, choice: Choice | None = None,
-              rounds: int = ROUNDS, memory: bool = False) -> ModelResult:
+              rounds: int = ROUNDS, memory: bool = False, executor=None) -> ModelResult:
     """One model: compile, check on a held-out input, time beside every baseline variant.
     `choice` picks the variants (default: every variant of the families in `baselines`)."""
     import torch
@@ -163,7 +163,7 @@ def run_model(name: str, trials: int, threads: int, records: Records, reduced: b
     start = time.perf_counter()
     module = compile_model(model, [torch.from_numpy(x)], target=bench_target(threads), trials=trials,
                            records=records, progress=progress, seed=seed, name=name, layout=layout,
-                           winograd=winograd)
+                           winograd=winograd, executor=executor)
     row.tune_s = time.perf_counter() - start
     row.layout = module.layout
     row.tasks = len(module.tasks)
@@ -230,7 +230,7 @@ def measure_footprints(row: ModelResult, rebuild: dict, records: Records, reduce
 def run_models(models=None, trials: int = 200, threads: int | None = None, out: Path | str = "results",
                records=None, reduced: bool = False, baselines=("eager", "compile", "ort"),
                progress: bool = True, name: str = "models", layout: str = "auto", winograd: bool = True,
-               choice: Choice | None = None, rounds: int = ROUNDS, memory: bool = False) -> dict:
+               choice: Choice | None = None, rounds: int = ROUNDS, memory: bool = False, executor=None) -> dict:
     from ..models import MODELS
 
     choice = choice or Choice(families=tuple(baselines))
@@ -245,7 +245,8 @@ def run_models(models=None, trials: int = 200, threads: int | None = None, out: 
     for m in models or list(MODELS):
         try:
             rows.append(run_model(m, trials, threads, store, reduced, progress=progress, layout=layout,
-                                  winograd=winograd, choice=choice, rounds=rounds, memory=memory))
+                                  winograd=winograd, choice=choice, rounds=rounds, memory=memory,
+                                  executor=executor))
         except Exception as exc:  # one model's failure is reported, the others still run
             failures.append({"model": m, "error": f"{type(exc).__name__}: {exc}"})
         write(out, name, target, rows, failures, threads, settings)  # per model: a long run keeps its rows

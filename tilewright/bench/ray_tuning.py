@@ -10,7 +10,9 @@
   whether every record of the killed driver is still there;
 - `queue`: `--builders` tasks tune one GEMM at once (a driver thread each) through one device with a 1 s
   measurement timeout: every timeout is measured again alone, and one that takes less than the timeout
-  alone is spurious (time queued or slowed by builds counted against it).
+  alone is spurious (time queued or slowed by builds counted against it); `answered_past_timeout` counts the
+  requests whose answer took longer than the timeout from the driver's side (queue included): the
+  timeouts a deadline counted from the request would have declared.
 Every number is one JSON line; each run starts from empty records and an empty compiled-kernel cache."""
 
 from __future__ import annotations
@@ -218,6 +220,8 @@ def queue(builders: int, trials: int, size: int, seed: int) -> None:
                 t.join()
             wall = time.perf_counter() - start
             spans = sorted(s for t in tasks for s in t.measurer.runner.spans())
+            answered = [a for t in tasks for a in t.measurer.runner.answered_s]
+            retried = sum(ex.ray.get(t.measurer.runner.actor.retries.remote(t.measurer.runner.id)) for t in tasks)
         finally:
             for t in tasks:
                 t.close()
@@ -234,8 +238,11 @@ def queue(builders: int, trials: int, size: int, seed: int) -> None:
         durations = sorted(b - a for a, b in spans)
         print(json.dumps({"builders": builders, "trials_each": trials, "gemm": size, "wall_s": round(wall, 1),
                           "measurements": len(spans), "median_measurement_s": round(durations[len(durations) // 2], 3),
+                          "max_measurement_s": round(durations[-1], 3),
                           "overlapping": sum(a[1] > b[0] for a, b in zip(spans, spans[1:])),
-                          "timeouts": len(timeouts), "timeouts_alone_s": alone,
+                          "timeouts": len(timeouts), "timeouts_alone_s": alone, "timeouts_retried": retried,
+                          "answered_past_timeout": sum(a > 1.0 for a in answered),
+                          "max_answer_s": round(max(answered, default=0.0), 2),
                           "spurious": sum(a < 1.0 for a in alone)}), flush=True)
 
 
@@ -247,7 +254,7 @@ def main(argv=None) -> int:
     ap.add_argument("--kill-at", type=int, default=50)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--builders", type=int, default=8, help="queue: tasks tuned at once")
-    ap.add_argument("--size", type=int, default=768, help="queue: the GEMM's n = k = m")
+    ap.add_argument("--size", type=int, default=1700, help="queue: the GEMM's n = k = m")
     ap.add_argument("--address", help="drive: the cluster's address")
     ap.add_argument("--records", help="drive: the records database")
     a = ap.parse_args(argv)

@@ -41,6 +41,7 @@ class LocalRunner:
         self._fresh = False
         self.best = float("inf")  # fastest correct cost so far: much slower candidates are timed once
         self.baseline = float("inf")  # the default point's time, which the tuner sets: timeouts scale with it
+        self.retries = 0  # timeouts measured once more because the machine was loaded
 
     def _start(self) -> None:
         # A fresh interpreter (not multiprocessing): no re-import of the user's __main__. Its stderr goes to
@@ -125,6 +126,7 @@ class LocalRunner:
         """A timeout on a loaded machine (load average over the cores) is measured once more."""
         r = self.run(library)
         if r.error_kind is ErrorKind.TIMEOUT and _machine_loaded():
+            self.retries += 1
             again = self.run(library)
             if again.error_kind is ErrorKind.TIMEOUT:
                 return MeasureResult(error_kind=ErrorKind.TIMEOUT, run_s=r.run_s + again.run_s,

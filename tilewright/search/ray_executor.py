@@ -75,6 +75,7 @@ class RayExecutor:
             self._owns = True
         self.ray = ray
         self._actors: dict = {}  # device resource -> its runner actor
+        self._made: set[str] = set()  # the resources whose actor this executor made (and ends)
 
     @staticmethod
     def resource(target) -> str:
@@ -91,11 +92,18 @@ class RayExecutor:
 
     def device_actor(self, resource: str):
         """The runner actor of the device offering `resource`, made at first use (it waits for the device
-        while another driver holds it)."""
+        while another driver holds it). Executors of one driver share it: a second actor would wait
+        forever for the device the first one holds."""
         actor = self._actors.get(resource)
         if actor is None:
-            actor = self.ray.remote(DeviceActor).options(resources={resource: 1}, num_cpus=0, max_restarts=-1,
-                                                         max_task_retries=0, max_concurrency=CALLERS).remote()
+            name = f"tilewright-device:{resource}"
+            try:
+                actor = self.ray.get_actor(name)
+            except ValueError:  # none yet in this driver
+                actor = self.ray.remote(DeviceActor).options(
+                    name=name, get_if_exists=True, resources={resource: 1}, num_cpus=0, max_restarts=-1,
+                    max_task_retries=0, max_concurrency=CALLERS).remote()
+                self._made.add(resource)
             self._actors[resource] = actor
         return actor
 
@@ -104,15 +112,17 @@ class RayExecutor:
         if self._actors.get(resource) is dead:
             self.ray.kill(dead, no_restart=True)
             del self._actors[resource]
+            self._made.discard(resource)
 
     def measurer(self, outputs, args, target, backend, **kwargs) -> RayMeasurer:
         return RayMeasurer(self, outputs, args, target, backend, **kwargs)
 
     def shutdown(self) -> None:
         if self.ray.is_initialized():  # the devices go back to the cluster even when the session stays
-            for actor in self._actors.values():
-                self.ray.kill(actor, no_restart=True)
+            for resource in self._made:
+                self.ray.kill(self._actors[resource], no_restart=True)
         self._actors.clear()
+        self._made.clear()
         if self._owns and self.ray.is_initialized():
             self.ray.shutdown()
         self._owns = False
@@ -167,7 +177,8 @@ class RayBuilder:
 
     def build(self, schedules: list) -> list[BuildResult]:
         self.local.backend = self.backend  # a caller may swap the backend (the cost model's lowering cache)
-        rendered = [self.local.render_one(s) for s in schedules]
+        with building_cores():  # lowering and rendering are build work too: never while this machine times
+            rendered = [self.local.render_one(s) for s in schedules]
         futures = {i: self._compile.remote(self.backend.compile, r[0], self.local.target, self.local.compile_timeout)
                    for i, r in enumerate(rendered) if isinstance(r, tuple)}
         out = []

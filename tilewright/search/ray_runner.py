@@ -46,6 +46,7 @@ class RayRunner(LocalRunner):
         self._registered = None  # the actor handle this program is registered with
         self._spans: list[tuple[float, float]] = []  # of the program's runs on actors since replaced
         self.restarts = 0
+        self.answered_s: list[float] = []  # per run: seconds from the request to its answer (queue included)
         self._register(self.actor)  # waits for the device: another driver may hold it
 
     @property
@@ -72,6 +73,7 @@ class RayRunner(LocalRunner):
             try:
                 if self._registered is not actor:
                     self._register(actor)
+                asked = time.perf_counter()
                 r = self._wait(actor, actor.run.remote(self.id, data, self.best, self.baseline), own)
             except _Hung as hung:
                 self.ray.kill(actor, no_restart=False)
@@ -92,6 +94,7 @@ class RayRunner(LocalRunner):
             if r is None:  # a restarted actor that has not seen this program yet
                 self._registered = None
                 continue
+            self.answered_s.append(time.perf_counter() - asked)
             if r.ok:
                 self.best = min(self.best, r.cost)
             return r
@@ -192,6 +195,11 @@ class DeviceActor:
 
     def spans(self, program: str) -> list[tuple[float, float]]:
         return list(self._spans.get(program, ()))
+
+    def retries(self, program: str) -> int:
+        """Timeouts of the program's candidates measured once more because the machine was loaded."""
+        runner = self.programs.get(program)
+        return runner.retries if runner is not None else 0
 
     def pid(self) -> int:
         return os.getpid()
