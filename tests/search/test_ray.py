@@ -38,7 +38,10 @@ def test_an_unreachable_address_is_a_clear_error():
 
 @pytest.fixture(scope="module")
 def local():
-    with RayExecutor(num_cpus=2) as ex:
+    from tilewright.build.opencl import opencl_available
+
+    devices = ("cpu",) if opencl_available() else ("cpu", "opencl")  # PoCL: an OpenCL device on this CPU
+    with RayExecutor(num_cpus=2, devices=devices) as ex:
         yield ex
 
 
@@ -101,6 +104,32 @@ def test_tasks_measuring_at_once_share_the_device_and_never_time_out_in_its_queu
     assert len(pids) == 1  # one actor for the device, serving every task
     assert all(len(t.result.history) == 6 and all(r.error_kind == "none" for r in t.result.history) for t in tasks)
     assert len(spans) >= 18 and all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))  # timed one at a time
+
+
+def test_one_driver_tunes_cpu_and_opencl_tasks_at_once_each_on_its_device(local, tmp_path):
+    import threading
+
+    from tilewright.build.opencl import opencl_available
+
+    if opencl_available() is not None:
+        pytest.skip(f"no OpenCL: {opencl_available()}")
+    db = Records(tmp_path / "r.db")
+    targets = [as_target("cpu"), as_target("opencl")]
+    tasks = [TuningTask(gemm(), t, backend_for(t), options(tmp_path), db, budget=4, executor=local) for t in targets]
+    try:
+        threads = [threading.Thread(target=t.tune, args=(4,)) for t in tasks]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        actors = {t.measurer.runner.resource: local.ray.get(t.measurer.runner.actor.pid.remote()) for t in tasks}
+    finally:
+        for t in tasks:
+            t.close()
+    assert len(set(actors.values())) == 2  # a runner actor for each device's resource
+    for t in tasks:
+        assert len(t.result.history) == 4 and all(r.error_kind == "none" for r in t.result.history), t.target.kind
+        assert len(db.query(t.workload, t.target.key)) >= 4  # filed under its own target
 
 
 def test_a_build_worker_with_another_compiler_is_refused_by_name(local, tmp_path):

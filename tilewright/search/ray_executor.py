@@ -24,7 +24,7 @@ from ..runtime.builder import BuildResult, message
 from ..runtime.core_lock import building_cores
 from ..runtime.measure import Measurer
 from ..runtime.result import ErrorKind, MeasureResult
-from .ray_runner import CALLERS, DeviceActor, RayRunner
+from .ray_runner import CALLERS, DeviceActor, RayRunner, pack_artefact, unpack_artefact
 
 RUNNER_RESOURCE = "tilewright-runner"
 
@@ -194,16 +194,14 @@ class RayBuilder:
                 out.append(BuildResult(error=MeasureResult(error_kind=ErrorKind.COMPILE, error_msg=error,
                                                            build_s=build_s)))
                 continue
-            path = self.directory / f"{hashlib.sha256(data).hexdigest()[:20]}.so"
-            if not path.exists():
-                path.write_bytes(data)
-            out.append(BuildResult(library=str(path), build_s=build_s, source=str(r[0])))
+            out.append(BuildResult(library=unpack_artefact(self.directory, data), build_s=build_s,
+                                   source=str(r[0])))
         return out
 
 
 def _compile_remote(compile_fn, source, target, timeout: float):
-    """On a worker: compile `source` for `target` with the backend record's `compile`; (artefact bytes,
-    error message, seconds, why this worker cannot build for the target or "")."""
+    """On a worker: compile `source` for `target` with the backend record's `compile`; (the packed
+    artefact, error message, seconds, why this worker cannot build for the target or "")."""
     mismatch = compiler_mismatch(target)
     if mismatch:
         return b"", "", 0.0, mismatch
@@ -213,7 +211,7 @@ def _compile_remote(compile_fn, source, target, timeout: float):
             artefact = compile_fn(source, target, timeout)
     except BuildError as exc:
         return b"", message(exc), time.perf_counter() - start, ""
-    return Path(artefact.path).read_bytes(), "", time.perf_counter() - start, ""
+    return pack_artefact(artefact.path), "", time.perf_counter() - start, ""
 
 
 def compiler_mismatch(target) -> str:

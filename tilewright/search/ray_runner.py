@@ -13,9 +13,11 @@ running is measured again once."""
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import shutil
 import socket
+import tarfile
 import tempfile
 import threading
 import time
@@ -26,6 +28,36 @@ from ..errors import TilewrightError
 from ..runtime.core_lock import timing_cores
 from ..runtime.local_runner import LocalRunner
 from ..runtime.result import ErrorKind, MeasureResult
+
+def pack_artefact(path: str) -> tuple[str, bytes]:
+    """An artefact as (its name's suffix, bytes) to send to another node: a file's bytes, or a directory
+    (an OpenCL artefact: source and metadata) as a tar archive, whose suffix then ends in "/"."""
+    p = Path(path)
+    if not p.is_dir():
+        return p.suffix, p.read_bytes()
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for f in sorted(p.rglob("*")):
+            tar.add(f, arcname=str(f.relative_to(p)), recursive=False)
+    return p.suffix + "/", buffer.getvalue()
+
+
+def unpack_artefact(directory, packed: tuple[str, bytes]) -> str:
+    """The packed artefact as a file or directory under `directory`, named by its content (kept if there)."""
+    suffix, data = packed
+    path = Path(directory, hashlib.sha256(data).hexdigest()[:20] + suffix.rstrip("/"))
+    if path.exists():
+        return str(path)
+    staging = Path(tempfile.mkdtemp(dir=directory))
+    if suffix.endswith("/"):
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            tar.extractall(staging / "a", filter="data")
+    else:
+        (staging / "a").write_bytes(data)
+    os.replace(staging / "a", path)  # whole or not at all: a concurrent reader never sees half of it
+    shutil.rmtree(staging, ignore_errors=True)
+    return str(path)
+
 
 ACTOR_GRACE_S = 60.0  # beyond a measurement's own deadline before the driver declares the actor hung
 STATUS_WAIT_S = 30.0  # an actor that cannot say what it is doing within this is hung
@@ -65,7 +97,7 @@ class RayRunner(LocalRunner):
         self._registered = actor
 
     def run(self, library: str) -> MeasureResult:
-        data = Path(library).read_bytes()
+        data = pack_artefact(library)
         own = self.time_limit() + 30.0 + self.repeat * self.min_repeat_ms / 1e3 + ACTOR_GRACE_S
         failures = 0
         while True:
@@ -171,18 +203,16 @@ class DeviceActor:
         self.programs[program] = LocalRunner(module, dict(config, data_dir=directory), timeout, repeat,
                                              min_repeat_ms)
 
-    def run(self, program: str, library: bytes, best: float, baseline: float) -> MeasureResult | None:
+    def run(self, program: str, library: tuple[str, bytes], best: float, baseline: float) -> MeasureResult | None:
         runner = self.programs.get(program)
         if runner is None:
             return None
-        path = Path(runner.config["data_dir"], f"{hashlib.sha256(library).hexdigest()[:20]}.so")
-        if not path.exists():
-            path.write_bytes(library)
+        path = unpack_artefact(runner.config["data_dir"], library)
         with self._lock, timing_cores():
             runner.best, runner.baseline = best, baseline
             self._started = start = time.time()
             try:
-                r = runner.run_retrying(str(path))
+                r = runner.run_retrying(path)
             finally:
                 self._started = None
             self._spans[program].append((start, time.time()))
@@ -220,4 +250,4 @@ class DeviceActor:
         return self._spans.pop(program, [])
 
 
-__all__ = ["CALLERS", "DeviceActor", "RayRunner"]
+__all__ = ["CALLERS", "DeviceActor", "RayRunner", "pack_artefact", "unpack_artefact"]
