@@ -29,6 +29,7 @@ from ..runtime.core_lock import timing_cores
 from ..runtime.local_runner import LocalRunner
 from ..runtime.result import ErrorKind, MeasureResult
 
+
 def pack_artefact(path: str) -> tuple[str, bytes]:
     """An artefact as (its name's suffix, bytes) to send to another node: a file's bytes, or a directory
     (an OpenCL artefact: source and metadata) as a tar archive, whose suffix then ends in "/"."""
