@@ -4,7 +4,8 @@
   builders' CPUs, a second node holding the CPU runner's resource); wall clock, the best kernel's median,
   and whether any two measurements on the device overlapped (the runner actor's own timestamps);
 - `kill`: a seeded run whose runner actor is killed at trial `--kill-at`: records, duplicates, lost trials
-  and the recovery time (the first measurement after the kill);
+  and the recovery time (the first measurement after the kill); with `--node`, the whole device node is
+  removed once `--kill-at` records are committed (whatever it is doing then) and a new one joins 3 s later;
 - `resume`: a driver process tuning on the simulated cluster is killed (SIGKILL) once `--kill-at` records are
   committed; a second driver with the same seed and records finishes the budget: records, duplicates, and
   whether every record of the killed driver is still there;
@@ -30,15 +31,21 @@ def _cluster(cpus: int):
     from ray.cluster_utils import Cluster
 
     from ..search.ray_executor import RayExecutor
-    from ..targets import as_target
 
     ray.shutdown()
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": cpus, "include_dashboard": False,
                                                              "node_ip_address": "127.0.0.1"})
-    cluster.add_node(num_cpus=0, resources={RayExecutor.resource(as_target("cpu")): 1},
-                     node_ip_address="127.0.0.1")
+    _device_node(cluster)
     cluster.wait_for_nodes()
     return cluster, RayExecutor(address=cluster.address)
+
+
+def _device_node(cluster):
+    from ..search.ray_executor import RayExecutor
+    from ..targets import as_target
+
+    return cluster.add_node(num_cpus=0, resources={RayExecutor.resource(as_target("cpu")): 1},
+                            node_ip_address="127.0.0.1")
 
 
 def _tune(tensors, trials: int, seed: int, records: str, executor=None):
@@ -86,9 +93,7 @@ def throughput(cases: list[str], trials: int, seed: int) -> None:
         print(json.dumps(row), flush=True)
 
 
-def kill(case: str, trials: int, kill_at: int, seed: int) -> None:
-    import ray
-
+def kill(case: str, trials: int, kill_at: int, seed: int, node: bool = False) -> None:
     from ..backends import backend_for
     from ..records import Records
     from ..search.options import TuneOptions
@@ -105,12 +110,10 @@ def kill(case: str, trials: int, kill_at: int, seed: int) -> None:
         try:
             with TuningTask(suite_program(op, name), cpu, backend_for(cpu), TuneOptions(seed=seed, progress=False,
                             batch=1, early_stop=trials), db, budget=trials, executor=ex) as task:
-                task.tune(kill_at)
-                ray.kill(task.measurer.runner.actor, no_restart=False)
-                killed = time.perf_counter()
-                first = task.tune(1)
-                recovery = time.perf_counter() - killed
-                task.tune(trials - kill_at - len(first))
+                if node:
+                    recovery = _through_node_loss(cluster, task, db, trials, kill_at)
+                else:
+                    recovery = _through_actor_kill(ex, task, trials, kill_at)
                 restarts = task.measurer.runner.restarts
         finally:
             ex.shutdown()
@@ -118,10 +121,40 @@ def kill(case: str, trials: int, kill_at: int, seed: int) -> None:
         rows = [r for r in db.query(task.workload, cpu.key) if r.run_id == task.run_id and r.method == "q"]
         points = [r.point for r in rows]
         print(json.dumps({"case": case, "trials": trials, "measured": task.trials, "kill_at": kill_at,
-                          "records": len(rows),
+                          "killed": "node" if node else "actor", "records": len(rows),
                           "duplicates": len(points) - len(set(points)), "lost": task.trials - len(set(points)),
                           "errors": task.result.errors, "restarts": restarts,
                           "recovery_s": round(recovery, 2)}), flush=True)
+
+
+def _through_actor_kill(ex, task, trials: int, kill_at: int) -> float:
+    """Kill the runner actor between trial `kill_at` and the next; seconds to the next measurement."""
+    task.tune(kill_at)
+    ex.ray.kill(task.measurer.runner.actor, no_restart=False)
+    killed = time.perf_counter()
+    first = task.tune(1)
+    recovery = time.perf_counter() - killed
+    task.tune(trials - kill_at - len(first))
+    return recovery
+
+
+def _through_node_loss(cluster, task, db, trials: int, kill_at: int) -> float:
+    """Remove the device node (not gracefully) once `kill_at` records are committed, whatever it is doing,
+    and add a new one 3 s later; seconds from the removal to the next committed measurement. The tuning
+    runs in a thread: Ray adds nodes from the main thread only."""
+    import threading
+
+    tuning = threading.Thread(target=task.tune, args=(trials,))
+    tuning.start()
+    while db.count() < kill_at and tuning.is_alive():
+        time.sleep(0.05)
+    cluster.remove_node(cluster.list_all_nodes()[-1], allow_graceful=False)
+    removed = time.time()
+    time.sleep(3.0)
+    _device_node(cluster)
+    tuning.join()
+    later = [r.time for r in db.query(task.workload) if r.time > removed]
+    return min(later) - removed if later else float("nan")
 
 
 def drive(address: str, case: str, trials: int, seed: int, records: str) -> None:
@@ -255,6 +288,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--builders", type=int, default=8, help="queue: tasks tuned at once")
     ap.add_argument("--size", type=int, default=1700, help="queue: the GEMM's n = k = m")
+    ap.add_argument("--node", action="store_true", help="kill: remove the whole device node, not only its actor")
     ap.add_argument("--address", help="drive: the cluster's address")
     ap.add_argument("--records", help="drive: the records database")
     a = ap.parse_args(argv)
@@ -262,7 +296,7 @@ def main(argv=None) -> int:
     if a.what == "throughput":
         throughput(a.cases.split(","), a.trials, a.seed)
     elif a.what == "kill":
-        kill(case, a.trials, a.kill_at, a.seed)
+        kill(case, a.trials, a.kill_at, a.seed, a.node)
     elif a.what == "queue":
         queue(a.builders, a.trials, a.size, a.seed)
     elif a.what == "resume":
