@@ -4,7 +4,7 @@ the records; what moves out is the measuring:
 - builders: lowering and rendering stay in the driver (Python objects), the compiler runs as stateless Ray
   tasks spread over the cluster's CPUs; each returns the artefact's bytes (nodes share no file system),
   first checks that its worker has the target's compiler, and waits while a kernel is timed on its machine;
-- one runner actor per device (ray_runner.py), made at the first measurement and kept for the executor's
+- one runner actor per device (ray_runner.py), made when a task first registers and kept for the executor's
   life, serving every task: it claims the device's custom resource (`RayExecutor.resource(target)`), so
   measurements on one device never overlap, and times candidates in an isolated process with a timeout
   that never counts time queued.
