@@ -214,3 +214,10 @@ def test_a_point_never_retimed_does_not_win_over_retimed_finalists(tmp_path, mon
     runs = [r for r in Records(tmp_path / "r.sqlite").query(result.workload, result.target.key)
             if r.point == result.best_point.to_json()]
     assert len(runs) >= 1 + FINAL_ROUNDS
+
+
+def test_tune_writes_to_the_enclosing_records_context(tmp_path):
+    db = tmp_path / "ctx.db"
+    with tw.records(db):
+        r = tw.tune(gemm(), trials=3, seed=0, progress=False, cost_model="off")
+    assert len(r.history) == 3 and Records(db).count() >= 3

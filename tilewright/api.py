@@ -61,8 +61,9 @@ def tune(tensors, target="cpu", trials: int = 200, method: str = "q", **options)
     """Search `trials` schedules of the program whose arguments are `tensors`
     (inputs and outputs, in kernel order). Returns a TuneResult with the best
     schedule, its time, the history, `report()` and `build()`. Options: records
-    (a store or path), constants (input tensors that never change, whose packs are
-    made once outside the timed kernel), and those of
+    (a store or path; default: the enclosing `with tw.records(...)`, else the user
+    cache), constants (input tensors that never change, whose packs are made once
+    outside the timed kernel), and those of
     `tilewright.search.options.TuneOptions` (timeout, seed, early_stop, batch,
     warmup, progress, log, from_default, cost_model: "auto" | "on" | "off", the
     learned model that pre-screens proposals, flush_cache: time single calls after

@@ -254,3 +254,12 @@ def test_small_integer_powers_are_products(tmp_path):
     module = tw_compile(Net(), (x,), trials=0, records=tmp_path / "r.db", progress=False, target=_pinned())
     assert sum(n.op == "pow" for n in module.graph.nodes) == 1  # only x ** 1.5 calls pow
     np.testing.assert_allclose(module(x.numpy()), Net()(x).numpy(), rtol=1e-6)
+
+
+def test_compile_tunes_into_the_enclosing_records_context(tmp_path):
+    graph = conv_bias_relu()
+    db = tmp_path / "ctx.db"
+    with tw.records(db):
+        module = tw_compile(graph, trials=4, progress=False, cost_model="off")
+    assert module.tuning["trials"] == 4
+    assert tw.records(db).count() >= 4  # not the user cache

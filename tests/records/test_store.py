@@ -67,4 +67,7 @@ def test_records_context_is_active_only_inside(tmp_path):
     assert active_records() is None
     with tw.records(tmp_path / "c.sqlite") as store:
         assert active_records() is store
+        with store:  # entered again (tw.compile inside the user's own `with`)
+            assert active_records() is store
+        assert active_records() is store
     assert active_records() is None

@@ -2,7 +2,8 @@
 - `throughput`: FlexTensor suite layers (default: YOLO C2D), the same seed and budget tuned by the local loop
   and on a two-node Ray cluster simulated on 127.0.0.1 (`ray.cluster_utils.Cluster`: a head node with the
   builders' CPUs, a second node holding the CPU runner's resource); wall clock, the best kernel's median,
-  and whether any two measurements on the device overlapped (the runner actor's own timestamps);
+  whether any two measurements on the device overlapped (the runner actor's own timestamps), and the two
+  best kernels checked against the reference and timed side by side in this process, alternating;
 - `kill`: a seeded run whose runner actor is killed at trial `--kill-at`: records, duplicates, lost trials
   and the recovery time (the first measurement after the kill); with `--node`, the whole device node is
   removed once `--kill-at` records are committed (whatever it is doing then) and a new one joins 3 s later;
@@ -70,6 +71,7 @@ def throughput(cases: list[str], trials: int, seed: int) -> None:
     for case in cases:
         op, name = case.split(":", 1)
         row = {"case": case, "trials": trials, "seed": seed}
+        results = {}
         for side in ("local", "ray"):
             with tempfile.TemporaryDirectory(prefix="tw-ray-bench-") as tmp:
                 os.environ["TILEWRIGHT_CACHE_DIR"] = tmp  # nothing compiled before
@@ -83,14 +85,44 @@ def throughput(cases: list[str], trials: int, seed: int) -> None:
                     if ex is not None:
                         ex.shutdown()
                         cluster.shutdown()
+            results[side] = task.result
             overlaps = sum(a[1] > b[0] for a, b in zip(spans, spans[1:]))
-            row[side] = {"wall_s": round(wall, 2), "best_ms": round(best * 1e3, 5), "build_s": round(task.build_s, 2),
+            row[side] = {"wall_s": round(wall, 2), "trials": task.trials, "stopped": task.stopped,
+                         "best_ms": round(best * 1e3, 5), "build_s": round(task.build_s, 2),
                          "run_s": round(task.run_s, 2), "errors": task.result.errors}
             if side == "ray":
                 row[side]["measurements"], row[side]["overlapping"] = len(spans), overlaps
         row["speedup"] = round(row["local"]["wall_s"] / row["ray"]["wall_s"], 3)
         row["best_ratio"] = round(row["ray"]["best_ms"] / row["local"]["best_ms"], 4)
+        row["side_by_side_ratio"] = _side_by_side(results["ray"], results["local"], seed)
         print(json.dumps(row), flush=True)
+
+
+def _side_by_side(first, second, seed: int, rounds: int = 7) -> float:
+    """Median time of `first`'s best kernel over `second`'s, both built again, checked against the NumPy
+    reference, then timed in alternating rounds."""
+    import numpy as np
+
+    from ..reference import evaluate
+    from ..stats import median
+
+    with tempfile.TemporaryDirectory(prefix="tw-ray-bench-") as tmp:
+        os.environ["TILEWRIGHT_CACHE_DIR"] = tmp
+        kernels = [first.build(), second.build()]
+        rng = np.random.default_rng(seed)
+        args = first.args
+        ins = [rng.standard_normal(t.shape).astype(np.float32) for t in args[:-1]]
+        want = evaluate(args[-1], dict(zip(args[:-1], ins)))
+        out = np.zeros(args[-1].shape, np.float32)
+        for k in kernels:
+            out[...] = 0
+            k(*ins, out)
+            np.testing.assert_allclose(out, want, rtol=1e-3, atol=1e-3)
+        times: list[list[float]] = [[], []]
+        for _ in range(rounds):
+            for i, k in enumerate(kernels):
+                times[i].append(k.time(*ins, out, repeat=5).median)
+    return round(median(times[0]) / median(times[1]), 4)
 
 
 def kill(case: str, trials: int, kill_at: int, seed: int, node: bool = False) -> None:

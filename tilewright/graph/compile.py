@@ -47,10 +47,11 @@ def compile(model, example_inputs=None, target="cpu", trials: int = 0, records=N
     fused tail on a hardware-native template wherever one fits, profiled by the light profiler) or
     "auto" (both built after tuning, the faster in the model kept per task; `module.templates` says
     what was chosen and why).
-    `records`: a record store or path (default: the user cache); tuning writes to it
+    `records`: a record store or path (default: the store of an enclosing `with tw.records(...)`, else
+    the user cache); tuning writes to it
     and the build reads from it. `tune_options`: how each task searches (search/options.py TuneOptions: seed, timeout,
     cost_model, method, ...)."""
-    from ..records import Records
+    from ..records import open_records
     from ..search.options import TuneOptions, check_count
     from ..targets import as_target
     from .fusion import fuse
@@ -84,7 +85,7 @@ def compile(model, example_inputs=None, target="cpu", trials: int = 0, records=N
                              "quantization's power-of-two scales are fixed on them")
         cal = [c.numpy() if hasattr(c, "numpy") else c for c in (cal if isinstance(cal, (list, tuple)) else [cal])]
         return compile_for_vta(graph, tgt, cal)
-    store = records if isinstance(records, Records) else Records(records)
+    store = open_records(records)
     if tgt.is_gpu:
         from .device_build import compile_for_device
 

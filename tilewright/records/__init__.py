@@ -1,7 +1,7 @@
 """Tuning records (SQLite, JSONL export/import/merge), keyed by workload and
 target. Imports `config`, `errors`. Public names: Record, Records, records,
-active_records, default_path."""
+active_records, default_path, open_records."""
 
-from .store import Record, Records, active_records, default_path, records
+from .store import Record, Records, active_records, default_path, open_records, records
 
-__all__ = ["Record", "Records", "active_records", "default_path", "records"]
+__all__ = ["Record", "Records", "active_records", "default_path", "open_records", "records"]

@@ -120,7 +120,7 @@ class Records:
         self.path = Path(path) if path is not None else default_path()
         self.lock_timeout = float(lock_timeout)
         self.side_path = self.path.with_name(self.path.name + ".unsaved.jsonl")
-        self._token = None
+        self._tokens: list = []  # one per `with` this store is entered by (a compile inside the user's own)
         self._lock = threading.RLock()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -309,11 +309,11 @@ class Records:
 
     # `with tw.records(path):` -> builds of bare tensors use the best record
     def __enter__(self):
-        self._token = _ACTIVE.set(self)
+        self._tokens.append(_ACTIVE.set(self))
         return self
 
     def __exit__(self, *exc):
-        _ACTIVE.reset(self._token)
+        _ACTIVE.reset(self._tokens.pop())
 
 
 _ACTIVE: contextvars.ContextVar[Records | None] = contextvars.ContextVar("tilewright_records", default=None)
@@ -321,6 +321,16 @@ _ACTIVE: contextvars.ContextVar[Records | None] = contextvars.ContextVar("tilewr
 
 def active_records() -> Records | None:
     return _ACTIVE.get()
+
+
+def open_records(records=None) -> Records:
+    """The store a tuning writes to: `records` itself (a Records), the file at that path, else the store
+    of the enclosing `with tw.records(...)`, else the user cache."""
+    if isinstance(records, Records):
+        return records
+    if records is None and _ACTIVE.get() is not None:
+        return _ACTIVE.get()
+    return Records(records)
 
 
 def records(path=None) -> Records:

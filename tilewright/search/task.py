@@ -21,7 +21,7 @@ from .. import __version__
 from ..analysis import workload_key
 from ..config import cache_dir
 from ..errors import TilewrightError
-from ..records import Record, Records
+from ..records import Record, open_records
 from ..runtime.measure import Measurer, MeasureResult
 from ..space import Point
 from . import make_strategy
@@ -36,8 +36,9 @@ from .result import Trial, TuneResult, valid_point
 class TuningTask:
     """Tune the program whose arguments are `tensors` (inputs and outputs, in kernel order) on `target`
     (a Target) through `backend`, its backend record (`tw.tuning_task` looks it up). `records`: the
-    store or path every measurement goes to (default: the user cache). `budget`: the trials this task
-    expects in all (sizes the warm-up and the early stop where `options` leave them unset). `constants`:
+    store or path every measurement goes to (default: the enclosing `with tw.records(...)`, else the
+    user cache). `budget`: the trials this task expects in all (sizes the warm-up and the early stop
+    where `options` leave them unset). `constants`:
     inputs that never change between calls (a model's weights): a candidate's packs of them are made
     once, outside the timed kernel. `executor`: where candidates are built and run (None: here, a
     LocalBuilder and a LocalRunner; a RayExecutor: on its cluster)."""
@@ -51,7 +52,7 @@ class TuningTask:
         self.generator = backend.space_generator(self.outputs, target, constants)
         self.space, self.plan = self.generator.space, self.generator.plan
         self.strategy = make_strategy(options.method, self.space, options.seed)
-        self.store = records if isinstance(records, Records) else Records(records)
+        self.store = open_records(records)
         self.workload = workload_key(self.outputs)
         self.run_id = uuid.uuid4().hex[:12]
         self.description = f"{self.plan.main.name} {list(self.plan.main.tensor.shape)} {self.plan.main.tensor.dtype}"
