@@ -56,7 +56,7 @@ def _tune(tensors, trials: int, seed: int, records: str, executor=None):
     from ..targets import as_target
 
     cpu = as_target("cpu")
-    opts = TuneOptions(seed=seed, progress=False)
+    opts = TuneOptions(seed=seed, progress=False, early_stop=trials)  # both sides measure every trial
     start = time.perf_counter()
     with TuningTask(tensors, cpu, backend_for(cpu), opts, records, budget=trials, executor=executor) as task:
         task.tune(trials)
