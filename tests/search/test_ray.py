@@ -25,6 +25,17 @@ def gemm(n=32, k=24, m=48):
     return [A, B, tw.ops.matmul(A, B)]
 
 
+def tune_at_once(tasks, trials: int) -> None:
+    """Each task tuned for `trials` in its own thread, all at once (as one driver may)."""
+    import threading
+
+    threads = [threading.Thread(target=t.tune, args=(trials,)) for t in tasks]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
 def options(tmp_path, **kw):
     return TuneOptions(seed=0, progress=False, cost_model="off", log=str(tmp_path / "t.log"), **kw)
 
@@ -84,18 +95,12 @@ def test_a_model_with_several_tasks_tunes_through_one_device(local, tmp_path):
 
 
 def test_tasks_measuring_at_once_share_the_device_and_never_time_out_in_its_queue(local, tmp_path):
-    import threading
-
     cpu = as_target("cpu")
     db = Records(tmp_path / "r.db")
     tasks = [TuningTask(gemm(32 + 16 * i), cpu, backend_for(cpu), options(tmp_path, timeout=2.0), db, budget=6,
                         executor=local) for i in range(3)]
     try:
-        threads = [threading.Thread(target=t.tune, args=(6,)) for t in tasks]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        tune_at_once(tasks, 6)
         spans = sorted(s for t in tasks for s in t.measurer.runner.spans())
         pids = {local.ray.get(t.measurer.runner.actor.pid.remote()) for t in tasks}
     finally:
@@ -107,8 +112,6 @@ def test_tasks_measuring_at_once_share_the_device_and_never_time_out_in_its_queu
 
 
 def test_one_driver_tunes_cpu_and_opencl_tasks_at_once_each_on_its_device(local, tmp_path):
-    import threading
-
     from tilewright.build.opencl import opencl_available
 
     if opencl_available() is not None:
@@ -117,11 +120,7 @@ def test_one_driver_tunes_cpu_and_opencl_tasks_at_once_each_on_its_device(local,
     targets = [as_target("cpu"), as_target("opencl")]
     tasks = [TuningTask(gemm(), t, backend_for(t), options(tmp_path), db, budget=4, executor=local) for t in targets]
     try:
-        threads = [threading.Thread(target=t.tune, args=(4,)) for t in tasks]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        tune_at_once(tasks, 4)
         actors = {t.measurer.runner.resource: local.ray.get(t.measurer.runner.actor.pid.remote()) for t in tasks}
     finally:
         for t in tasks:

@@ -28,23 +28,23 @@ def _flock(name: str, mode: int):
 
 
 @contextlib.contextmanager
+def _through_turnstile(mode: int):
+    """The core lock in `mode`, taken while holding the turnstile (so a waiting timing blocks new builds)."""
+    with _flock("turnstile", fcntl.LOCK_EX):
+        held = contextlib.ExitStack()
+        held.enter_context(_flock("lock", mode))  # an exclusive one waits for the builds already running
+    with held:
+        yield
+
+
 def timing_cores():
     """Held while a kernel is timed: no build runs on this machine meanwhile."""
-    with _flock("turnstile", fcntl.LOCK_EX):
-        held = contextlib.ExitStack()
-        held.enter_context(_flock("lock", fcntl.LOCK_EX))  # waits for the builds already running
-    with held:
-        yield
+    return _through_turnstile(fcntl.LOCK_EX)
 
 
-@contextlib.contextmanager
 def building_cores():
     """Held while a build compiles: it waits while a kernel is timed or waiting to be."""
-    with _flock("turnstile", fcntl.LOCK_EX):
-        held = contextlib.ExitStack()
-        held.enter_context(_flock("lock", fcntl.LOCK_SH))
-    with held:
-        yield
+    return _through_turnstile(fcntl.LOCK_SH)
 
 
 __all__ = ["building_cores", "timing_cores"]

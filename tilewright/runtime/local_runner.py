@@ -78,8 +78,7 @@ class LocalRunner:
         if self._proc is None or self._proc.poll() is not None:
             self._start()
         start = time.perf_counter()
-        deadline = self.time_limit() + (30.0 if self._fresh else 0.0)  # a new runner first imports NumPy
-        deadline += self.repeat * self.min_repeat_ms / 1e3 + (self.flush_bytes / 2e9) * 8
+        deadline = self.deadline(self._fresh)
         self._fresh = False
         try:
             cutoff = SLOW_FACTOR * self.best if self.best < float("inf") else None
@@ -112,6 +111,12 @@ class LocalRunner:
             return result
         kind = ErrorKind.WRONG_RESULT if reply["status"] == "wrong_result" else ErrorKind.RUNTIME
         return MeasureResult(error_kind=kind, error_msg=reply["message"], run_s=elapsed)
+
+    def deadline(self, fresh: bool) -> float:
+        """Seconds one request may take: the candidate's time limit, its timed repeats, cache flushes,
+        and for a `fresh` runner process its start (it first imports NumPy)."""
+        return (self.time_limit() + (30.0 if fresh else 0.0) + self.repeat * self.min_repeat_ms / 1e3
+                + (self.flush_bytes / 2e9) * 8)
 
     def time_limit(self) -> float:
         """Seconds a candidate may take: TIMEOUT_FACTOR times the reference (the default point's

@@ -99,7 +99,7 @@ class RayRunner(LocalRunner):
 
     def run(self, library: str) -> MeasureResult:
         data = pack_artefact(library)
-        own = self.time_limit() + 30.0 + self.repeat * self.min_repeat_ms / 1e3 + ACTOR_GRACE_S
+        own = self.deadline(fresh=True) + ACTOR_GRACE_S  # the actor's runner process may be a new one
         failures = 0
         while True:
             actor = self.actor
