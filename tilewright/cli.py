@@ -188,10 +188,12 @@ def cmd_compile(args) -> int:
     from .graph.compile import compile as compile_model
 
     module = compile_model(args.model, target=args.target, trials=args.trials, records=args.records,
-                           progress=not args.quiet, kernels=args.kernels)
+                           progress=not args.quiet, kernels=args.kernels, fuse_b2b=args.fuse_b2b)
     module.export(args.out)
     print(f"{args.model}: {len(module.steps)} kernels, {module.tuning.get('trials', 0)} new trials; wrote "
           f"{args.out}/ (libmodel.so, weights.bin, model.h)")
+    for decision in module.templates + module.b2b:
+        print(f"  {decision.line()}")
     return 0
 
 
@@ -210,6 +212,9 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--kernels", default="search", choices=["search", "templates", "auto"],
                    help="dense layers on Bolt-style templates ('templates'), or the faster of template and "
                         "searched kernel per layer ('auto'); default: searched kernels only")
+    c.add_argument("--no-fuse-b2b", dest="fuse_b2b", action="store_false",
+                   help="with templates: keep pairs of dense layers as two kernels (default: fuse them back to "
+                        "back where the fused kernel builds, and with 'auto' where it is faster)")
     c.add_argument("--quiet", action="store_true", help="no progress lines")
     c.set_defaults(fn=cmd_compile)
     t = sub.add_parser("tune", help="tune an operator of tw.ops or a suite case")

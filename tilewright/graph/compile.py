@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 def compile(model, example_inputs=None, target="cpu", trials: int = 0, records=None,  # noqa: A001 (as torch.compile)
             progress: bool = True, name: str | None = None, layout: str = "auto", winograd: bool = True,
-            dtype: str = "float32", calibration=None, kernels: str = "search", executor=None,
+            dtype: str = "float32", calibration=None, kernels: str = "search", fuse_b2b: bool = True, executor=None,
             **tune_options) -> Module | GpuModule:
     """Compile a Graph, a torch.nn.Module (with `example_inputs`), a torch ExportedProgram, an ONNX ModelProto or
     the path of a .onnx file for `target`: a Module on a CPU,
@@ -47,6 +47,9 @@ def compile(model, example_inputs=None, target="cpu", trials: int = 0, records=N
     fused tail on a hardware-native template wherever one fits, profiled by the light profiler) or
     "auto" (both built after tuning, the faster in the model kept per task; `module.templates` says
     what was chosen and why).
+    `fuse_b2b` (with templates, i.e. kernels "templates" or "auto"): a dense layer whose only reader is
+    another dense layer runs fused with it in one kernel (Bolt's back-to-back fusion); "auto" keeps a
+    pair fused only where it runs faster in the model. `module.b2b` lists every pair and why.
     `records`: a record store or path (default: the store of an enclosing `with tw.records(...)`, else
     the user cache); tuning writes to it
     and the build reads from it. `tune_options`: how each task searches (search/options.py TuneOptions: seed, timeout,
@@ -110,7 +113,8 @@ def compile(model, example_inputs=None, target="cpu", trials: int = 0, records=N
             tuning = tune_tasks(tasks, tgt, trials, records=store, progress=progress, model=graph.name,
                                 options=options, executor=executor)
         with store:
-            module = build_module(partition, tgt, programs, tasks, kernels_choice=kernels, store=store)
+            module = build_module(partition, tgt, programs, tasks, kernels_choice=kernels, store=store,
+                                  fuse_b2b=fuse_b2b)
     module.tuning = tuning  # new trials measured, records reused, seconds: what this compile cost
     module.layout = layout
     return module

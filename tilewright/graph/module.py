@@ -59,6 +59,7 @@ class Module:
         self.plan = plan_memory(partition, self._workspace)
         self.kernels = kernels
         self.templates: list = []  # graph/template_choice.py's decisions, where compile(kernels=...) made any
+        self.b2b: list = []  # graph/b2b_fusion.py's decisions per pair of dense layers
         graph = self.graph
         # kept once: the graph's own arrays where already dense and of the right dtype
         self.constants = {k: np.require(np.asarray(v, dtype=graph.type_of(k).dtype), requirements="C")
@@ -313,9 +314,11 @@ class Module:
 
 
 def build_module(partition: Partition, target, programs: dict[str, GroupProgram] | None = None,
-                 tasks: list[Task] | None = None, kernels_choice: str = "search", store=None) -> Module:
+                 tasks: list[Task] | None = None, kernels_choice: str = "search", store=None,
+                 fuse_b2b: bool = True) -> Module:
     """Build one kernel per task (best record of the active store, or the default schedule); with
-    `kernels_choice` "templates" or "auto", put templates where they fit (graph/template_choice.py)."""
+    `kernels_choice` "templates" or "auto", put templates where they fit (graph/template_choice.py)
+    and, with `fuse_b2b`, fuse pairs of dense layers back to back (graph/b2b_fusion.py)."""
     from ..targets import as_target
     from .const_packs import build_kernel
 
@@ -338,13 +341,19 @@ def build_module(partition: Partition, target, programs: dict[str, GroupProgram]
                 add(g, list(programs[g].args), constant_positions(programs[g], partition.graph.constants),
                     programs[g].name)
     decisions: list = []
+    b2b: list = []
     if kernels_choice != "search" and target.kind == "cpu":
         from .template_choice import choose
 
         (kernels, fills, workspaces), decisions = choose(kernels_choice, partition, target, programs, tasks,
                                                          (kernels, fills, workspaces), store)
+        if fuse_b2b:
+            from .b2b_fusion import choose_b2b
+
+            partition, programs, tasks, (kernels, fills, workspaces), b2b = choose_b2b(
+                kernels_choice, partition, target, programs, tasks, (kernels, fills, workspaces), store)
     module = Module(partition, kernels, tasks, programs, target, fills=fills, workspaces=workspaces)
-    module.templates = decisions
+    module.templates, module.b2b = decisions, b2b
     return module
 
 

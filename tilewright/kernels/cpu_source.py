@@ -176,18 +176,16 @@ def single_source(problem, epilogue: Epilogue, tile: CpuTile, call_slots: dict |
   return 0;
 }}""")
     names = ["x", "bp"] + (["bias"] if epilogue.bias else []) + (["res"] if epilogue.residual else []) + ["out"]
-    call = _call(names) if call_slots is None else "tw_kernel(" + ", ".join(
-        "0" if call_slots.get(s) is None else f"(float *)tw_args[{call_slots[s]}]"
-        for s in ("x", "bp", "bias", "res", "out")) + ")"
+    call = _call(names) if call_slots is None else _slotted_call(call_slots, SINGLE_SLOTS)
     parts += entry_points(call, call)
     return "\n\n".join(parts) + "\n"
 
 
 def b2b_source(first, second: GemmProblem, epilogues: tuple[Epilogue, Epilogue], tile: CpuTile,
-               tile1: CpuTile) -> str:
+               tile1: CpuTile, call_slots: dict | None = None) -> str:
     """Two stages per row block: stage 0 (a GEMM or conv, `tile`) into the thread's intermediate T
     [mc x N0 padded], stage 1 (a GEMM over T's first N0 columns, its own register tile `tile1` of the
-    same vector width) into out."""
+    same vector width) into out. `call_slots` as in single_source (x, bp0, bias0, bp1, bias1, res, out)."""
     lda0 = first.K if isinstance(first, GemmProblem) else 0
     s0 = Stage(0, first, epilogues[0], tile, lda0, 0)
     s0 = Stage(0, first, epilogues[0], tile, lda0, s0.n_padded)
@@ -233,12 +231,21 @@ int32_t tw_kernel(const float *x, const float *bp0, const float *bias0, const fl
 }}""")
     names = (["x", "bp0"] + (["bias0"] if epilogues[0].bias else []) + ["bp1"]
              + (["bias1"] if epilogues[1].bias else []) + (["res"] if epilogues[1].residual else []) + ["out"])
-    call = _call(names, b2b=True)
+    call = _call(names, b2b=True) if call_slots is None else _slotted_call(call_slots, B2B_SLOTS)
     parts += entry_points(call, call)
     return "\n\n".join(parts) + "\n"
 
 
+SINGLE_SLOTS = ("x", "bp", "bias", "res", "out")
+B2B_SLOTS = ("x", "bp0", "bias0", "bp1", "bias1", "res", "out")
+
+
+def _slotted_call(call_slots: dict, slots: tuple[str, ...]) -> str:
+    return "tw_kernel(" + ", ".join("0" if call_slots.get(s) is None else f"(float *)tw_args[{call_slots[s]}]"
+                                    for s in slots) + ")"
+
+
 def _call(names: list[str], b2b: bool = False) -> str:
-    slots = ["x", "bp0", "bias0", "bp1", "bias1", "res", "out"] if b2b else ["x", "bp", "bias", "res", "out"]
+    slots = B2B_SLOTS if b2b else SINGLE_SLOTS
     args = [f"(float *)tw_args[{names.index(s)}]" if s in names else "0" for s in slots]
     return f"tw_kernel({', '.join(args)})"
