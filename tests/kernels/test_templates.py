@@ -1,6 +1,6 @@
-"""CPU templates: every tile the rules propose computes the reference, for GEMMs and NHWC
-convolutions (stride, padding, dilation, odd channel counts), with each epilogue; tiles the
-target cannot hold are refused with the constraint named."""
+"""CPU templates: every tile the rules propose computes the reference, for GEMMs and NHWC or
+channel-blocked (NCHW{b}c) convolutions (stride, padding, dilation, odd channel counts), with each
+epilogue; tiles the target cannot hold are refused with the constraint named."""
 
 import numpy as np
 import pytest
@@ -8,6 +8,7 @@ from synthetic_targets import AVX2, AVX512, host_runs
 
 from tilewright.errors import ScheduleError, ShapeError
 from tilewright.kernels import ConvProblem, CpuTile, Epilogue, GemmProblem, build_template, cpu_tiles
+from tilewright.kernels.cpu_tiles import problem_tiles
 from tilewright.kernels.template_kernel import random_inputs
 
 TARGETS = [pytest.param(t, id=t.isa, marks=pytest.mark.skipif(not host_runs(t), reason=f"host lacks {t.isa}"))
@@ -15,6 +16,11 @@ TARGETS = [pytest.param(t, id=t.isa, marks=pytest.mark.skipif(not host_runs(t), 
 PROBLEMS = [GemmProblem(37, 50, 70), GemmProblem(64, 16, 300), GemmProblem(1, 33, 9),
             ConvProblem(1, 14, 13, 46, 32, 3, 3, 1, 1), ConvProblem(2, 9, 9, 5, 20, 3, 3, 2, 1),
             ConvProblem(1, 11, 10, 7, 9, 3, 2, 1, 2, dilation=2), ConvProblem(1, 6, 6, 200, 24, 1, 1)]
+BLOCKED = [ConvProblem(1, 14, 13, 32, 48, 3, 3, 1, 1, in_block=16, out_block=16),
+           ConvProblem(2, 9, 9, 3, 32, 3, 3, 2, 1, in_block=3, out_block=16),
+           ConvProblem(1, 10, 11, 16, 32, 1, 1, in_block=8, out_block=8),
+           ConvProblem(1, 11, 10, 16, 48, 3, 2, 1, 2, dilation=2, in_block=16, out_block=16),
+           ConvProblem(1, 7, 7, 64, 96, 3, 3, 2, 1, in_block=16, out_block=32)]
 
 
 def _check(problem, target, tile, epilogue, rng):
@@ -24,8 +30,8 @@ def _check(problem, target, tile, epilogue, rng):
     k = build_template(problem, w, target, epilogue, bias, tile)
     out = np.full(problem.output_shape, np.nan, np.float32)
     k(x, out, res if epilogue.residual else None)
-    acc = problem.reference(x, w).reshape(problem.M, problem.N)
-    ref = epilogue.apply(acc, bias, res.reshape(problem.M, problem.N)).reshape(problem.output_shape)
+    acc = problem.to_rows(problem.reference(x, w))
+    ref = problem.from_rows(epilogue.apply(acc, bias, problem.to_rows(res)))
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4 * max(1.0, np.abs(ref).max()))
 
 
@@ -36,6 +42,27 @@ def test_every_proposed_tile_computes_the_reference(problem, target, rng):
     assert 1 <= len(tiles) <= 24
     for tile in tiles[:: max(1, len(tiles) // 4)]:
         _check(problem, target, tile, Epilogue(), rng)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("problem", BLOCKED, ids=lambda p: p.name)
+def test_channel_blocked_convolutions_compute_the_reference(problem, target, rng):
+    tiles = problem_tiles(problem, target)
+    assert tiles and all(problem.out_block % t.lanes == 0 for t in tiles)
+    for tile in tiles[:: max(1, len(tiles) // 4)]:
+        _check(problem, target, tile, Epilogue(("bias", "residual", "relu")), rng)
+
+
+def test_a_tile_that_splits_an_output_block_is_refused(rng):
+    problem = ConvProblem(1, 6, 6, 16, 16, 3, 3, 1, 1, in_block=8, out_block=8)
+    x, w = random_inputs(problem)
+    wide = CpuTile(64, 4, 1, 64, 36, 16)  # 16-lane vectors over 8-channel blocks
+    with pytest.raises(ScheduleError, match="8-channel blocks"):
+        build_template(problem, w, AVX512, (), None, wide)
+    with pytest.raises(ShapeError, match="both 0"):
+        ConvProblem(1, 6, 6, 16, 16, 3, 3, in_block=8)
+    with pytest.raises(ShapeError, match="do not split"):
+        ConvProblem(1, 6, 6, 12, 16, 3, 3, in_block=8, out_block=8)
 
 
 @pytest.mark.parametrize("steps", [("bias", "relu"), ("bias", "gelu"), ("gelu_tanh",), ("hardswish",),

@@ -13,14 +13,14 @@ from dataclasses import dataclass
 
 from ..codegen.c import CSource
 from ..errors import TilewrightError
-from ..kernels import B2BProblem, profile
+from ..kernels import B2BProblem, GemmProblem, profile
 from ..kernels.b2b import check_residency, second_tile
 from ..kernels.cpu_source import b2b_source
 from ..kernels.template_kernel import NativeKernel, pack_bias, pack_weight
 from .lower_te import group_program
 from .partition import Group, Partition
 from .tasks import extract_tasks
-from .templates import TemplateMatch, match_group
+from .templates import TemplateMatch, kn_weight, match_group
 
 
 @dataclass(frozen=True)
@@ -66,6 +66,8 @@ def find_pairs(partition: Partition) -> tuple[list[B2BPair], list[tuple[str, str
 
 
 def _why_not(first: TemplateMatch, second: TemplateMatch, graph) -> str:
+    if not all(isinstance(m.problem, GemmProblem) for m in (first, second)):
+        return "a convolution: the fused kernel reads and writes NHWC, a model's convolutions run NCHW{b}c"
     if first.out in graph.outputs:
         return "the intermediate is a model output"
     if first.residual is not None:
@@ -112,12 +114,10 @@ class B2BFill:
                                              ("b2b_weight1", True), ("b2b_bias1", b.bias is not None)) if keep)
 
     def run(self, arrays: list) -> list:
-        import numpy as np
-
         out = []
         for stage, (m, tile) in enumerate(zip(self.pair.matches, self.tiles)):
             p = m.problem
-            w = np.asarray(arrays[self.slots[f"w{stage}"]]).reshape(p.N, p.K).T
+            w = kn_weight(p, arrays[self.slots[f"w{stage}"]])
             out.append(pack_weight(w, p.K, p.N, tile.nr))
             if m.bias is not None:
                 out.append(pack_bias(arrays[self.slots[f"b{stage}"]], p.N, tile.nr))

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import ShapeError
+from ..errors import ShapeError, TilewrightError
 from ..kernels import profile
 from .module import Module
 from .templates import GraphTemplateKernel, match_group
@@ -54,7 +54,11 @@ def template_kernels(partition, target, programs, tasks, store) -> tuple[dict, d
             continue
         prog = programs[t.groups[0]]
         values = tuple(prog.input_values) + tuple(prog.output_values)
-        best = profile(first.problem, target, first.epilogue, records=store)
+        try:
+            best = profile(first.problem, target, first.epilogue, records=store)
+        except TilewrightError as exc:  # no tile fits (e.g. output blocks narrower than a vector): left searched
+            reasons[t.key] = f"no template: {exc}"
+            continue
         kernels[t.key] = GraphTemplateKernel(first, best.best, values, target)
         fills[t.key] = kernels[t.key].fill
     return kernels, fills, reasons

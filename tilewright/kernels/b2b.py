@@ -37,6 +37,9 @@ class B2BProblem:
 
     def __post_init__(self):
         f, s = self.first, self.second
+        if any(isinstance(q, ConvProblem) and q.blocked for q in (f, s)):
+            raise ScheduleError(f"b2b {f.name} -> {s.name}: the fused kernels read and write NHWC; channel-blocked "
+                                "(NCHW{b}c) convolutions run unfused")
         if isinstance(s, ConvProblem):
             if not s.pointwise:
                 raise ScheduleError(f"b2b {f.name} -> {s.name}: the second conv must be 1x1, stride 1 and unpadded "

@@ -52,17 +52,27 @@ def prelude(tile: CpuTile) -> str:
     return "\n".join(out)
 
 
-def microkernel(tile: CpuTile, m: int, prefix: str = "") -> str:
+def _at(tile: CpuTile, v: int, blk: int) -> str:
+    """Offset of the tile's v-th vector in its row: `blk` columns stored together, `plane` floats on to
+    the next `blk` (channel-blocked output; a dense tile has blk = nr, so every vector is in the first)."""
+    q, e = divmod(v * tile.lanes, blk)
+    return f"{q} * plane + {e}" if q else f"{e}"
+
+
+def microkernel(tile: CpuTile, m: int, prefix: str = "", blk: int = 0) -> str:
     """`tw_ukr<prefix>_<m>`: out[m x nr] = (cin or 0) + sum over segments s, k < len of
-    rows[r][seg[s] + k] * bp[k-th packed row]; `cin` may alias `out`."""
-    nrv = tile.nrv
+    rows[r][seg[s] + k] * bp[k-th packed row]; `cin` may alias `out`. Both are read and written
+    `blk` columns together, `plane` floats between such groups (see `_at`)."""
+    nrv, blk = tile.nrv, blk or tile.nr
     acc = [[f"c{r}_{v}" for v in range(nrv)] for r in range(m)]
     lines = [f"static inline void tw_ukr{prefix}_{m}(int nseg, const long *seg, int len, const float *const *rows,",
              "                                const float *restrict bp, const float *cin, long ldin, float *out, "
-             "long ldout) {",
+             "long ldout, long plane) {",
+             "  (void)plane;",
              "  tw_vf " + ", ".join(a for row in acc for a in row) + ";",
              "  if (cin) {"]
-    lines += [f"    {acc[r][v]} = tw_load(cin + {r} * ldin + {v * tile.lanes});" for r in range(m) for v in range(nrv)]
+    lines += [f"    {acc[r][v]} = tw_load(cin + {r} * ldin + {_at(tile, v, blk)});"
+              for r in range(m) for v in range(nrv)]
     lines += ["  } else {"]
     lines += [f"    {acc[r][v]} = (tw_vf){{0}};" for r in range(m) for v in range(nrv)]
     lines += ["  }",
@@ -78,20 +88,23 @@ def microkernel(tile: CpuTile, m: int, prefix: str = "") -> str:
         lines.append(f"      {{ tw_vf a = tw_splat(a{r}[k]); "
                      + " ".join(f"{acc[r][v]} += a * b{v};" for v in range(nrv)) + " }")
     lines += ["    }", "  }"]
-    lines += [f"  tw_store(out + {r} * ldout + {v * tile.lanes}, {acc[r][v]});" for r in range(m) for v in range(nrv)]
+    lines += [f"  tw_store(out + {r} * ldout + {_at(tile, v, blk)}, {acc[r][v]});"
+              for r in range(m) for v in range(nrv)]
     lines.append("}")
     return "\n".join(lines)
 
 
-def microkernels(tile: CpuTile, prefix: str = "") -> str:
+def microkernels(tile: CpuTile, prefix: str = "", blk: int = 0) -> str:
     """Every row count's microkernel and `tw_ukr<prefix>(m, ...)`, which picks one."""
-    return ("\n\n".join(microkernel(tile, m, prefix) for m in range(1, tile.mr + 1)) + "\n\n"
+    return ("\n\n".join(microkernel(tile, m, prefix, blk) for m in range(1, tile.mr + 1)) + "\n\n"
             + _dispatch(tile, prefix))
 
 
 def _dispatch(tile: CpuTile, prefix: str) -> str:
-    cases = "\n".join(f"    case {m}: tw_ukr{prefix}_{m}(nseg, seg, len, rows, bp, cin, ldin, out, ldout); return;"
+    cases = "\n".join(f"    case {m}: tw_ukr{prefix}_{m}(nseg, seg, len, rows, bp, cin, ldin, out, ldout, plane); "
+                      "return;"
                       for m in range(1, tile.mr + 1))
     return (f"static inline void tw_ukr{prefix}(int m, int nseg, const long *seg, int len, const float *const *rows,\n"
-            "                          const float *bp, const float *cin, long ldin, float *out, long ldout) {\n"
+            "                          const float *bp, const float *cin, long ldin, float *out, long ldout,\n"
+            "                          long plane) {\n"
             f"  switch (m) {{\n{cases}\n  }}\n}}")

@@ -74,6 +74,31 @@ def check_tile(tile: CpuTile, target: Target, rows: int = 0, cols: int = 0) -> N
                             f"({tile.mr}x{tile.nr})")
 
 
+def check_layout(tile: CpuTile, problem) -> None:
+    """A channel-blocked output (NCHW{b}c) is stored a vector at a time into one block: each vector must
+    lie inside a block, and a register tile either inside one block or over whole blocks."""
+    blk = getattr(problem, "out_block", 0)
+    if blk and (blk % tile.lanes or (blk % tile.nr and tile.nr % blk)):
+        raise ScheduleError(f"template tile {tile} on {problem.name}: its {tile.lanes}-lane vectors and "
+                            f"{tile.nr}-column register tile do not fit the output's {blk}-channel blocks (the block "
+                            f"must be a multiple of the lanes, and of the tile's columns or they of it)")
+
+
+def problem_tiles(problem, target: Target, limit: int = 24) -> list[CpuTile]:
+    """The rules' tiles for a GEMM or convolution problem, those that fit its output layout."""
+    out = []
+    for t in cpu_tiles(target, problem.M, problem.N, problem.K, limit=4 * limit):
+        try:
+            check_layout(t, problem)
+        except ScheduleError:
+            continue
+        out.append(t)
+    if not out:
+        raise ScheduleError(f"{problem.name}: no template tile of target {target.key} fits its "
+                            f"{problem.out_block}-channel output blocks")
+    return out[:limit]
+
+
 def _round_to(x: float, step: int) -> int:
     return max(step, int(x) // step * step)
 

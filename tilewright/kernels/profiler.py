@@ -21,7 +21,7 @@ from ..records.store import Record, Records
 from ..runtime.aligned import aligned_copy
 from ..targets import Target
 from .b2b import B2BKernel, B2BProblem, b2b_tiles, check_residency
-from .cpu_tiles import CpuTile, check_tile, cpu_tiles
+from .cpu_tiles import CpuTile, check_layout, check_tile, problem_tiles
 from .epilogue import Epilogue
 from .isolated import TemplateRunner
 from .problem import ConvProblem, GemmProblem
@@ -70,7 +70,8 @@ def problem_class(problem) -> str:
     if isinstance(problem, B2BProblem):
         return f"b2b-{problem_class(problem.first)}-n{b(problem.second.N)}"
     kind = "conv" if isinstance(problem, ConvProblem) else "gemm"
-    return f"{kind}-m{b(problem.M)}-n{b(problem.N)}-k{b(problem.K)}"
+    blocked = f"-c{problem.out_block}" if getattr(problem, "out_block", 0) else ""
+    return f"{kind}-m{b(problem.M)}-n{b(problem.N)}-k{b(problem.K)}{blocked}"
 
 
 def workload_key(problem, epilogue: Epilogue) -> str:
@@ -101,13 +102,13 @@ def _kernel(problem, target, tile, epilogue, v, load: bool = True):
 def _reference(problem, epilogue, v) -> np.ndarray:
     if isinstance(problem, B2BProblem):
         return problem.reference(v["x"], v["w0"], v["w1"], v["b0"], v["b1"], v["res"])
-    acc = problem.reference(v["x"], v["w0"]).reshape(problem.M, problem.N)
-    return epilogue.apply(acc, v["b0"], v["res"].reshape(problem.M, problem.N)).reshape(problem.output_shape)
+    acc = problem.to_rows(problem.reference(v["x"], v["w0"]))
+    return problem.from_rows(epilogue.apply(acc, v["b0"], problem.to_rows(v["res"])))
 
 
 def _candidates(problem, target: Target, store: Records | None, limit: int) -> list[CpuTile]:
     rules = b2b_tiles(problem, target, limit) if isinstance(problem, B2BProblem) else \
-        cpu_tiles(target, problem.M, problem.N, problem.K, limit)
+        problem_tiles(problem, target, limit)
     first = []
     if store is not None:
         prefix = f"template{TEMPLATE_VERSION}:{problem_class(problem)}:"
@@ -119,7 +120,11 @@ def _candidates(problem, target: Target, store: Records | None, limit: int) -> l
         for _, point in wins:
             tile = CpuTile.from_dict(json.loads(point))
             try:
-                check_residency(problem, tile, target) if isinstance(problem, B2BProblem) else check_tile(tile, target)
+                if isinstance(problem, B2BProblem):
+                    check_residency(problem, tile, target)
+                else:
+                    check_tile(tile, target)
+                    check_layout(tile, problem)
             except TilewrightError:
                 continue
             if tile not in first:

@@ -16,7 +16,7 @@ from ..runtime.kernel import bind_entry_points, c_loop_timing
 from ..runtime.timing import TimingResult
 from ..targets import Target
 from .cpu_source import single_source
-from .cpu_tiles import CpuTile, check_tile, cpu_tiles
+from .cpu_tiles import CpuTile, check_layout, check_tile, problem_tiles
 from .epilogue import Epilogue
 from .problem import ConvProblem, GemmProblem
 
@@ -79,6 +79,7 @@ class TemplateKernel(NativeKernel):
     def __init__(self, problem, target: Target, tile: CpuTile, epilogue: Epilogue, weight: np.ndarray,
                  bias: np.ndarray | None = None, load: bool = True):
         check_tile(tile, target, problem.M, problem.N)
+        check_layout(tile, problem)
         self.problem, self.tile, self.epilogue = problem, tile, epilogue
         if epilogue.bias and bias is None:
             raise ShapeError(f"{problem.name}: the epilogue adds a bias but none was given (shape ({problem.N},))")
@@ -121,7 +122,7 @@ def build_template(problem: GemmProblem | ConvProblem, weight: np.ndarray, targe
     `profile` measures the list and picks)."""
     target = target if isinstance(target, Target) else Target(target)
     epilogue = epilogue if isinstance(epilogue, Epilogue) else Epilogue(tuple(epilogue))
-    tile = tile or cpu_tiles(target, problem.M, problem.N, problem.K)[0]
+    tile = tile or problem_tiles(problem, target)[0]
     return TemplateKernel(problem, target, tile, epilogue, weight, bias)
 
 
