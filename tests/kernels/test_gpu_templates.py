@@ -112,6 +112,33 @@ def test_opencl_b2b_matches_the_reference(shape, n1, rng):
         np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4 * max(1.0, np.abs(ref).max()))
 
 
+B2B_CONV_CASES = [(ConvProblem(1, 9, 8, 16, 24, 3, 3, 1, 1), 40), (ConvProblem(2, 11, 10, 6, 16, 3, 3, 2, 1), 8),
+                  (ConvProblem(1, 7, 7, 46, 32, 3, 3, 1, 1), 32)]  # RepVGG-like: 3x3 conv -> 1x1 conv of n1 channels
+
+
+@needs_opencl
+@pytest.mark.parametrize("first,n1", B2B_CONV_CASES, ids=lambda c: getattr(c, "name", str(c)))
+def test_opencl_b2b_conv_pair_matches_the_reference(first, n1, rng):
+    from tilewright.kernels import B2BProblem
+    from tilewright.kernels.gpu_b2b import b2b_module, gpu_b2b_tiles
+    from tilewright.runtime.opencl import OpenCLKernel
+
+    second = ConvProblem(first.batch, first.OH, first.OW, first.OC, n1, 1, 1)
+    problem = B2BProblem(first, second, (Epilogue(("bias", "relu")), Epilogue(("bias", "residual", "relu"))))
+    gpu = dataclasses.replace(_opencl_facts(), shared_mem_per_block=48 * 1024, regs_per_thread=255)
+    x = rng.standard_normal(first.input_shape).astype(np.float32)
+    w0 = rng.standard_normal((first.OC, first.KH, first.KW, first.IC)).astype(np.float32)  # OHWI
+    w1 = rng.standard_normal((n1, first.OC)).astype(np.float32)
+    bias0, bias1 = rng.standard_normal(first.OC).astype(np.float32), rng.standard_normal(n1).astype(np.float32)
+    res = rng.standard_normal(second.output_shape).astype(np.float32)
+    ref = problem.reference(x, w0.transpose(1, 2, 3, 0), w1.T.copy(), bias0, bias1, res)
+    for bt in gpu_b2b_tiles(problem, gpu)[:3]:
+        assert bt.tile.align == np.gcd(first.IC, 8)
+        out = np.full(second.output_shape, np.nan, np.float32)
+        OpenCLKernel(b2b_module("opencl", problem, bt, gpu))(x, w0.reshape(first.OC, -1), bias0, w1, bias1, res, out)
+        np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4 * max(1.0, np.abs(ref).max()))
+
+
 @needs_nvcc
 def test_cuda_b2b_compiles_without_spills():
     from tilewright.build.nvcc import compile_cuda
@@ -127,6 +154,12 @@ def test_cuda_b2b_compiles_without_spills():
                 binary = compile_cuda(b2b_module("cuda", problem, bt, gpu).source, arch)
                 assert binary.spills == 0 and all(r["stack"] == 0 for r in binary.resources), (arch, str(bt))
                 assert "mma.sync" in binary.ptx
+        for hw, ic, oc, s in ((112, 48, 48, 2), (56, 64, 64, 1)):  # Bolt's Table 2 RepVGG pairs, batch 32
+            c0 = ConvProblem(32, hw, hw, ic, oc, 3, 3, s, 1)
+            problem = B2BProblem(c0, ConvProblem(32, c0.OH, c0.OW, oc, oc, 1, 1), (relu, relu))
+            for bt in gpu_b2b_tiles(problem, gpu)[:2]:
+                binary = compile_cuda(b2b_module("cuda", problem, bt, gpu).source, arch)
+                assert binary.spills == 0 and "mma.sync" in binary.ptx and "cp.async" in binary.ptx, (arch, str(bt))
 
 
 def test_gpu_residency_violations_are_refused():

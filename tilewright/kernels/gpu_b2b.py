@@ -1,7 +1,8 @@
 """Persistent back-to-back GEMM on the GPU (Bolt 3.2, shared-memory resident): a block owns bm rows
-and every one of GEMM0's N0 columns (threadblock residence, TB_N = N0); GEMM0 runs through the
-shared ring into registers, its epilogue writes the block's rows of the intermediate to shared
-memory, and GEMM1 reads them from there for each chunk of N1 columns (so N1 may differ from N0,
+and every one of GEMM0's N0 columns (threadblock residence, TB_N = N0); GEMM0 (or an NHWC
+convolution as an implicit GEMM, followed by a 1x1 convolution) runs through the shared ring into
+registers, its epilogue writes the block's rows of the intermediate to shared memory, and GEMM1
+reads them from there for each chunk of N1 columns (so N1 may differ from N0,
 NVIDIA/cutlass#2604). `check_gpu_residency` proves the constraints before anything is built and
 refuses what would not fit (NVIDIA/cutlass#461 computed wrong results instead)."""
 
@@ -16,7 +17,7 @@ from ..targets.gpu import GpuFacts
 from .b2b import B2BProblem
 from .gpu_source import CUDA_HELPERS, DIALECT, indent, main_loop, mma_block, store_epilogue
 from .gpu_tiles import MMA_K, MMA_M, MMA_N, PAD, REGS_OVERHEAD, GpuTile, check_gpu_tile
-from .problem import GemmProblem
+from .problem import ConvProblem, GemmProblem
 
 NAME = "tw_b2b"
 MAX_ACCUMULATORS = 128  # fp32 registers per thread a warp's share of the resident rows may take
@@ -54,8 +55,6 @@ def check_gpu_residency(problem: B2BProblem, bt: GpuB2BTile, gpu: GpuFacts) -> N
     hold their share of the resident rows in registers, and the rows, GEMM1's weight tile and the ring fit
     the block's shared memory. A ScheduleError names the first that fails."""
     f = problem.first
-    if not isinstance(f, GemmProblem):
-        raise ScheduleError(f"{problem.name}: the GPU b2b template fuses GEMMs; a convolution pair runs unfused")
     t = bt.tile
     check_gpu_tile(t, gpu, f.K)
     n0p = n0_padded(f.N, bt.warps_n)
@@ -79,7 +78,7 @@ def check_gpu_residency(problem: B2BProblem, bt: GpuB2BTile, gpu: GpuFacts) -> N
 
 def gpu_b2b_tiles(problem: B2BProblem, gpu: GpuFacts, limit: int = 16) -> list[GpuB2BTile]:
     f, g = problem.first, problem.gemm1
-    align = math.gcd(f.K, 8)
+    align = math.gcd(f.K if isinstance(f, GemmProblem) else f.IC, 8)  # a conv's copies stay inside one tap
     out = []
     for bm in (16, 32, 64, 128):
         for wm in (16, 32, 64):
@@ -111,7 +110,7 @@ def b2b_source(dialect: str, problem: B2BProblem, bt: GpuB2BTile) -> str:
     t, d = bt.tile, DIALECT[dialect]
     M, K0, N0, N1, n0p = f.M, f.K, f.N, g.N, bt.tile.bn
     mi, ni0, ni1 = t.wm // MMA_M, t.wn // MMA_N, bt.wn1 // MMA_N
-    stage0 = main_loop(dialect, t, M, N0, K0, b="B0")
+    stage0 = main_loop(dialect, t, M, N0, K0, b="B0", conv=f if isinstance(f, ConvProblem) else None)
     stage1_store = indent(store_epilogue(mi, ni1, e1, M, N1, acc="acc1", col0="nb + wn1", bias="bias1"), 2)
     body = f"""  TW_LOCAL tw_in As[{t.stages}][{t.bm}][{t.bk + PAD}];
   TW_LOCAL tw_in Bs[{t.stages}][{t.bn}][{t.bk + PAD}];
@@ -159,12 +158,15 @@ def b2b_source(dialect: str, problem: B2BProblem, bt: GpuB2BTile) -> str:
 
 
 def b2b_module(dialect: str, problem: B2BProblem, bt: GpuB2BTile, gpu: GpuFacts) -> DeviceModule:
-    """Arguments A [M, K0], B0 [N0, K0], bias0 [N0], B1 [N1, N0], bias1 [N1], residual [M, N1], C [M, N1]."""
+    """Arguments A [M, K0], B0 [N0, K0], bias0 [N0], B1 [N1, N0], bias1 [N1], residual [M, N1], C [M, N1]; for a
+    convolution pair A is the NHWC input, B0 the first weight as OHWI ([N0, K0]), B1 the 1x1 conv's [N1, N0], and
+    the residual and C the NHWC output."""
     check_gpu_residency(problem, bt, gpu)
     f, g = problem.first, problem.gemm1
     io = "float16" if dialect == "cuda" else "float32"
-    shapes = [("A", io, (f.M, f.K)), ("B0", io, (f.N, f.K)), ("bias0", "float32", (f.N,)), ("B1", io, (g.N, f.N)),
-              ("bias1", "float32", (g.N,)), ("res", io, (f.M, g.N)), ("C", io, (f.M, g.N))]
+    out = problem.output_shape
+    shapes = [("A", io, f.input_shape), ("B0", io, (f.N, f.K)), ("bias0", "float32", (f.N,)), ("B1", io, (g.N, f.N)),
+              ("bias1", "float32", (g.N,)), ("res", io, out), ("C", io, out)]
     args = tuple(DeviceBuffer(n, dt, s, s, "arg", i) for i, (n, dt, s) in enumerate(shapes))
     launch = KernelLaunch(NAME, (1, math.ceil(f.M / bt.tile.bm), 1), (bt.tile.threads, 1, 1), bt.smem_bytes(), 0,
                           args)
