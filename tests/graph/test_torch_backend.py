@@ -106,3 +106,45 @@ def test_backend_found_by_name():
     torch._dynamo.reset()
     compiled = torch.compile(model, backend="tilewright")
     _check(compiled, model, torch.randn(2, 4))
+
+
+def test_options_and_modes_are_checked_by_name():
+    from tilewright.errors import TilewrightError
+
+    assert torch_backend.backend_options(mode="max-autotune")["trials"] == torch_backend.MAX_AUTOTUNE_TRIALS
+    assert torch_backend.backend_options()["trials"] == 0 and not torch_backend.backend_options()["progress"]
+    assert torch_backend.backend_options({"trials": 8, "seed": 3})["progress"]
+    with pytest.raises(TilewrightError, match="unknown option trails.*valid:.*fuse_b2b"):
+        torch_backend.backend_options({"trails": 100})
+    with pytest.raises(TilewrightError, match="unknown mode 'fastest'; valid: default"):
+        torch_backend.backend_options(mode="fastest")
+    with pytest.raises(TilewrightError, match="trials must be a non-negative int"):
+        torch_backend.backend_options({"trials": -5})
+    torch._dynamo.reset()
+    compiled = torch.compile(torch.nn.Linear(4, 3).eval(), backend="tilewright", options={"trails": 10})
+    with pytest.raises(Exception, match="trails"):  # dynamo wraps it: the user sees the name, not a fallback
+        compiled(torch.randn(2, 4))
+
+
+def test_trials_are_shared_among_partitions():
+    assert torch_backend.shares(100, [3, 1]) == [75, 25]
+    assert sum(torch_backend.shares(5, [1, 1, 1])) == 5 and torch_backend.shares(7, []) == []
+
+
+@pytest.mark.parametrize("how", [{"options": {"trials": 10}}, {"mode": "max-autotune"}])
+def test_one_budget_for_the_whole_graph(how, monkeypatch):
+    from tilewright.graph import compile as compile_module
+
+    real, asked = compile_module.compile, []
+
+    def spy(*args, trials=0, **kwargs):
+        asked.append(trials)
+        return real(*args, **{**kwargs, "trials": 0, "progress": False})  # the budget is what is checked
+
+    monkeypatch.setattr(compile_module, "compile", spy)
+    model = _ConvCumsumConv().eval()
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend="tilewright", **how)
+    _check(compiled, model, torch.randn(1, 3, 8, 8))
+    total = how.get("options", {}).get("trials", torch_backend.MAX_AUTOTUNE_TRIALS)
+    assert len(asked) == 2 and sum(asked) == total and min(asked) > 0

@@ -8,9 +8,15 @@ rest; each supported part becomes one tilewright Module, the rest runs in
 PyTorch. Anything tilewright cannot do falls back to PyTorch with one
 TilewrightWarning naming the ops and the errors, never an exception.
 
-Options (`torch.compile(..., options={...})`): trials (default 0: default
-schedules), target (default "cpu"), records (a store or path); others go to
-`tw.tune`. Registered through the `torch_dynamo_backends` entry point."""
+Options (`torch.compile(..., options={...})`): what `tw.compile` takes
+(trials, default 0: default schedules; target, default "cpu"; records;
+progress, default on when tuning; layout, winograd, kernels, fuse_b2b) and
+the tuning options (seed, timeout, ...); a misspelled name is an error
+naming the valid ones. `trials` is one budget for the whole graph, shared
+among its tilewright partitions by their size. Or `mode=`: "default" and
+"reduce-overhead" tune nothing, "max-autotune" (and "-no-cudagraphs") tune
+with MAX_AUTOTUNE_TRIALS. Registered through the `torch_dynamo_backends`
+entry point."""
 
 from __future__ import annotations
 
@@ -19,6 +25,10 @@ import warnings
 
 from ..errors import TilewrightWarning
 
+MAX_AUTOTUNE_TRIALS = 300  # a model's budget under mode="max-autotune"
+MODES = {"default": 0, "reduce-overhead": 0, "max-autotune": MAX_AUTOTUNE_TRIALS,
+         "max-autotune-no-cudagraphs": MAX_AUTOTUNE_TRIALS}
+COMPILE_OPTIONS = ("trials", "target", "records", "progress", "layout", "winograd", "kernels", "fuse_b2b")
 _FROZEN_MARKS = ("_parameters_", "_buffers_")
 # Ops that move no data: a part made only of them is left to PyTorch.
 _NON_COMPUTE = ("view", "reshape", "_unsafe_view", "squeeze", "unsqueeze", "permute", "transpose", "t",
@@ -177,9 +187,9 @@ def _compile_parts(gm, consts: dict[str, object], opts: dict, problems: list[str
     fused = fuse_by_partitions(gm, [dict(p.nodes) for p in partitions], prefix="tilewright_",
                                always_return_tuple=True)
     n_compiled = 0
-    for name, sub in list(fused.named_children()):
-        if not name.startswith("tilewright_"):
-            continue
+    parts = [(name, sub) for name, sub in fused.named_children() if name.startswith("tilewright_")]
+    budget = shares(opts["trials"], [_compute_nodes(sub) for _, sub in parts])  # one budget for the graph
+    for (name, sub), trials in zip(parts, budget):
         call = _partition_inputs(fused, name)
         args = list(call.args)
         part_consts = {i: consts[a.name] for i, a in enumerate(args) if a.op == "placeholder" and a.name in consts}
@@ -187,8 +197,8 @@ def _compile_parts(gm, consts: dict[str, object], opts: dict, problems: list[str
         if not examples:  # computes on weights only: PyTorch runs it, no kernel for a constant
             continue
         try:
-            compiled = tw_compile(_Part(sub, part_consts, len(args)).module(), tuple(examples), progress=False,
-                                  **opts)
+            compiled = tw_compile(_Part(sub, part_consts, len(args)).module(), tuple(examples),
+                                  **{**opts, "trials": trials}, name=name)
             n_compiled += 1
         except Exception as e:  # noqa: BLE001 - a partition tilewright cannot build runs in PyTorch
             problems.append(f"partition {name} ({len(sub.graph.nodes) - len(args) - 1} nodes) could not be "
@@ -197,6 +207,10 @@ def _compile_parts(gm, consts: dict[str, object], opts: dict, problems: list[str
         setattr(fused, name, _callable_module(_TilewrightCall(name, compiled, sub, part_consts, len(args))))
     fused.recompile()
     return fused, n_compiled
+
+
+def _compute_nodes(sub) -> int:
+    return sum(1 for n in sub.graph.nodes if n.op == "call_function" and _op_name(n) not in _NON_COMPUTE)
 
 
 def _callable_module(fn):
@@ -224,11 +238,42 @@ def _fallback_summary(gm) -> tuple[list[str], int]:
     return sorted(ops), count
 
 
-def tilewright_backend(gm, example_inputs, options: dict | None = None):
+def backend_options(options: dict | None = None, mode: str | None = None) -> dict:
+    """The options `tw.compile` gets for each partition: `options` checked by name (unknown names and bad
+    tuning options are a TilewrightError naming the valid ones), or `mode`'s budget."""
+    from ..errors import TilewrightError
+    from ..search.options import TuneOptions, check_count
+
+    if mode is not None and mode not in MODES:
+        raise TilewrightError(f"tilewright backend: unknown mode {mode!r}; valid: {', '.join(MODES)}")
+    opts = {"trials": MODES.get(mode or "default", 0), "target": "cpu", "records": None, **(options or {})}
+    tuning = {k: v for k, v in opts.items() if k not in COMPILE_OPTIONS}
+    try:
+        TuneOptions.of(**tuning)
+    except TilewrightError as e:
+        raise TilewrightError(f"tilewright backend: {e}; or one of {', '.join(COMPILE_OPTIONS)}") from None
+    check_count("trials", opts["trials"], lowest=0)
+    opts.setdefault("progress", opts["trials"] > 0)
+    return opts
+
+
+def shares(total: int, sizes: list[int]) -> list[int]:
+    """`total` trials split in proportion to `sizes` (largest remainders), summing to `total`."""
+    weight = sum(sizes)
+    if not sizes or weight <= 0:
+        return [0] * len(sizes)
+    exact = [total * s / weight for s in sizes]
+    out = [int(e) for e in exact]
+    for i in sorted(range(len(sizes)), key=lambda i: out[i] - exact[i])[:total - sum(out)]:
+        out[i] += 1
+    return out
+
+
+def tilewright_backend(gm, example_inputs, options: dict | None = None, mode: str | None = None):
     """The dynamo backend: `gm` (a torch.fx.GraphModule) with `example_inputs` in, a callable with the same
     arguments out. Parameters and buffers are frozen as constants (inference only: later changes to the
-    weights are not seen). `options`: trials (0), target ("cpu"), records (None), others to `tw.tune`."""
-    opts = {"trials": 0, "target": "cpu", "records": None, **(options or {})}
+    weights are not seen). `options` / `mode`: see the module's doc (bad ones raise; nothing else does)."""
+    opts = backend_options(options, mode)
     try:
         return _build(gm, list(example_inputs), opts)
     except Exception as e:  # noqa: BLE001 - never break the user's model: run it as dynamo traced it
