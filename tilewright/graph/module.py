@@ -7,6 +7,7 @@ per call (graph inputs and outputs) and makes one native call."""
 from __future__ import annotations
 
 import ctypes
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,8 +31,9 @@ class Step:
 
 
 class Module:
-    """A compiled model. Not reentrant: one arena and one set of kernel pointers serve
-    every call, so two threads must not call the same Module at once."""
+    """A compiled model. Safe to call from several threads: one arena and one set of kernel pointers
+    serve every call, so calls (and timings) take turns under a lock; each call's outputs are its own
+    arrays. For requests served truly in parallel, compile one Module per worker."""
 
     def __init__(self, partition: Partition, kernels: dict[str, object], tasks: list[Task],
                  programs: dict[str, GroupProgram], target, fills: dict | None = None,
@@ -43,6 +45,7 @@ class Module:
         `workspaces`: under the same keys, the bytes of each temporary a kernel takes as one of
         its last arguments (lower/workspace.py); each group's lie in the arena."""
         fills, workspaces = fills or {}, workspaces or {}
+        self._lock = threading.RLock()  # the arena and the patched pointers are shared by every call
         self.partition, self.graph, self.tasks, self.target = partition, partition.graph, tasks, target
         self._ids = _id_inputs(self.graph)  # the id inputs a call checks against their tables
         task_of = {g: t for t in tasks for g in t.groups}
@@ -199,13 +202,14 @@ class Module:
     def __call__(self, *arrays):
         """Run the model; a list of outputs (one output alone for a one-output model): NumPy arrays, or
         torch tensors sharing their memory when any input is a torch tensor."""
-        env, outputs = self._bind(arrays)
-        rc = self._sequence.run()
-        if rc:
-            step = self.steps[rc - 1]
-            raise MeasureError(f"model '{self.graph.name}': kernel of group '{step.group.name}' failed "
-                               "(out of memory?)")
-        self._finish(env, outputs)
+        with self._lock:
+            env, outputs = self._bind(arrays)
+            rc = self._sequence.run()
+            if rc:
+                step = self.steps[rc - 1]
+                raise MeasureError(f"model '{self.graph.name}': kernel of group '{step.group.name}' failed "
+                                   "(out of memory?)")
+            self._finish(env, outputs)
         if any(_is_torch(a) for a in arrays):
             import torch
 
@@ -244,9 +248,10 @@ class Module:
 
     def time(self, *arrays, number: int | None = None, repeat: int = 5) -> float:
         """Median seconds per run of the whole model (kernels back to back inside C)."""
-        self._bind(arrays)
-        number = number or self._runs_per_timing()
-        return median([self._sequence.time(number) for _ in range(repeat)])
+        with self._lock:
+            self._bind(arrays)
+            number = number or self._runs_per_timing()
+            return median([self._sequence.time(number) for _ in range(repeat)])
 
     def _runs_per_timing(self, seconds: float = 0.05) -> int:
         """Whole runs of the model that one timing averages over: enough to last `seconds`."""
@@ -257,6 +262,10 @@ class Module:
         on warm caches (calls back to back for `min_seconds` per sample), or with `in_place` timed
         inside whole runs of the model back to back (caches as the kernels before it leave them),
         the median of `repeat` sets of runs."""
+        with self._lock:
+            return self._kernel_times(arrays, repeat, in_place, min_seconds)
+
+    def _kernel_times(self, arrays, repeat: int, in_place: bool, min_seconds: float) -> list[float]:
         self._bind(arrays)
         if in_place:
             number = self._runs_per_timing()
