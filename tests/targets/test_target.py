@@ -191,6 +191,20 @@ def test_peak_is_plausible():
     assert 0.5 < peak < 2 * 2 * lanes * 2 * 6.0  # 2 FMA ports, 2 flops per FMA, at most 6 GHz, 2x margin
 
 
+@pytest.mark.parametrize("kind,feature,macs", [("int8", "avx512_vnni", 64), ("bf16", "avx512_bf16", 32)])
+def test_dot_product_peak_is_plausible_or_refused(kind, feature, macs):
+    from tilewright.runtime.peak import dot_peak_gops
+
+    if feature not in HOST.features:
+        with pytest.raises(tw.TilewrightError, match=f"no {feature}"):
+            dot_peak_gops(kind, HOST, 1)
+        return
+    peak = dot_peak_gops(kind, HOST, 1)
+    assert 0.5 < peak < 2 * macs * 2 * 6.0  # at most 2 per cycle, 2 ops per multiply-add, 6 GHz
+    with pytest.raises(tw.TilewrightError, match=f"no {feature}"):
+        dot_peak_gops(kind, Target(features=frozenset(ISA_FEATURES["avx2"])), 1)
+
+
 def test_isa_native_is_accepted():
     assert tw.as_target("cpu -isa=native") == HOST
     assert tw.as_target("cpu", isa="native") == HOST

@@ -1,6 +1,8 @@
 """Measured peak fp32 FMA throughput of the host, so kernel speeds read as a
 fraction of what the machine can do. A C loop keeps enough independent FMA
-chains in vector registers to hide the FMA latency on every core."""
+chains in vector registers to hide the FMA latency on every core. The same
+for the AVX-512 dot-product instructions (`vpdpbusd`, `vdpbf16ps`) where the
+host has them: the peak an int8 or bf16 kernel is measured against."""
 
 from __future__ import annotations
 
@@ -65,3 +67,71 @@ def measure_fp32_peak_gflops(target: Target | None = None, threads: int | None =
     lib.tw_peak_gflops.restype = ctypes.c_double
     lib.tw_peak_gflops.argtypes = [ctypes.c_int64, ctypes.c_int32]
     return max(lib.tw_peak_gflops(20_000_000, threads) for _ in range(3))
+
+
+_DOT_SOURCE = r"""
+#include <stdint.h>
+#include <time.h>
+#include <omp.h>
+#include <immintrin.h>
+#define CHAINS 12
+static double run(int64_t iters) {
+  double total = 0.0;
+  #pragma omp parallel reduction(+:total)
+  {
+    %(acc)s acc[CHAINS];
+    __m512i a = _mm512_set1_epi32(0x01010101), b = _mm512_set1_epi32(0x01020102);
+    for (int c = 0; c < CHAINS; ++c) acc[c] = %(zero)s;
+    for (int64_t n = 0; n < iters; ++n) {
+      #pragma GCC unroll 12
+      for (int c = 0; c < CHAINS; ++c) acc[c] = %(op)s;
+      __asm__ volatile("" : "+v"(a));
+    }
+    %(acc)s s = acc[0];
+    for (int c = 1; c < CHAINS; ++c) s = %(add)s;
+    total += (double)%(lane0)s;
+  }
+  return total;
+}
+double tw_peak_gops(int64_t iters, int32_t threads) {
+  struct timespec t0, t1;
+  omp_set_num_threads(threads);
+  run(iters / 10);
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  volatile double sink = run(iters);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  (void)sink;
+  double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+  return 2.0 * CHAINS * %(macs)d * (double)iters * threads / secs / 1e9;
+}
+"""
+
+# per kind: the host feature, the accumulator type, its zero, one instruction, a sum, lane 0, multiply-adds per op
+_DOT_KINDS = {
+    "int8": ("avx512_vnni", "__m512i", "_mm512_setzero_si512()", "_mm512_dpbusd_epi32(acc[c], a, b)",
+             "_mm512_add_epi32(s, acc[c])", "_mm_cvtsi128_si32(_mm512_castsi512_si128(s))", 64),
+    "bf16": ("avx512_bf16", "__m512", "_mm512_setzero_ps()",
+             "_mm512_dpbf16_ps(acc[c], (__m512bh)a, (__m512bh)b)", "_mm512_add_ps(s, acc[c])",
+             "_mm512_cvtss_f32(s)", 32),
+}
+
+
+@functools.cache
+def dot_peak_gops(kind: str, target: Target | None = None, threads: int | None = None) -> float:
+    """Best of three measurements of the giga-operations per second (2 per multiply-add) that the
+    AVX-512 dot-product instruction of `kind` ("int8": vpdpbusd, "bf16": vdpbf16ps) sustains on
+    `threads` cores; a TilewrightError where the host lacks it."""
+    from ..build import build_library
+    from ..errors import TilewrightError
+
+    target = target or host_target()
+    if kind not in _DOT_KINDS:
+        raise TilewrightError(f"dot_peak_gops: kind must be one of {', '.join(_DOT_KINDS)}, got {kind!r}")
+    feature, acc, zero, op, add, lane0, macs = _DOT_KINDS[kind]
+    if feature not in target.features:
+        raise TilewrightError(f"dot_peak_gops({kind!r}): the host has no {feature}")
+    source = _DOT_SOURCE % {"acc": acc, "zero": zero, "op": op, "add": add, "lane0": lane0, "macs": macs}
+    lib = ctypes.CDLL(str(build_library(source, target).library))
+    lib.tw_peak_gops.restype = ctypes.c_double
+    lib.tw_peak_gops.argtypes = [ctypes.c_int64, ctypes.c_int32]
+    return max(lib.tw_peak_gops(20_000_000, threads or target.cores) for _ in range(3))
