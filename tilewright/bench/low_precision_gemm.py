@@ -5,7 +5,7 @@ side is tuned from empty records for `--trials`; every candidate is checked agai
 reference before its time counts (int8 exactly). Peaks are measured by a C loop of the same
 instruction on every core (runtime/peak.py). A dtype the host cannot run is reported, not run.
 
-    python -m tilewright.bench.low_precision_gemm --size 1024 --trials 60"""
+    python -m tilewright.bench.low_precision_gemm --size 1024 --trials 150"""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ HEAD = ("| dtype | ms | GOPS | peak GOPS (same instruction) | of peak | tuning s
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", type=int, default=1024)
-    ap.add_argument("--trials", type=int, default=60)
+    ap.add_argument("--trials", type=int, default=150)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="benchmarks/results/low_precision_gemm")
     args = ap.parse_args(argv)

@@ -79,16 +79,14 @@ static double run(int64_t iters) {
   double total = 0.0;
   #pragma omp parallel reduction(+:total)
   {
-    %(acc)s acc[CHAINS];
     __m512i a = _mm512_set1_epi32(0x01010101), b = _mm512_set1_epi32(0x01020102);
-    for (int c = 0; c < CHAINS; ++c) acc[c] = %(zero)s;
+    %(decl)s
     for (int64_t n = 0; n < iters; ++n) {
-      #pragma GCC unroll 12
-      for (int c = 0; c < CHAINS; ++c) acc[c] = %(op)s;
+      %(steps)s
       __asm__ volatile("" : "+v"(a));
     }
-    %(acc)s s = acc[0];
-    for (int c = 1; c < CHAINS; ++c) s = %(add)s;
+    %(acc)s s = acc0;
+    %(sums)s
     total += (double)%(lane0)s;
   }
   return total;
@@ -106,11 +104,12 @@ double tw_peak_gops(int64_t iters, int32_t threads) {
 }
 """
 
-# per kind: the host feature, the accumulator type, its zero, one instruction, a sum, lane 0, multiply-adds per op
+# per kind: the host feature, the accumulator type, chain c's start (distinct, or the compiler merges the
+# chains), one instruction, a sum, lane 0, multiply-adds per op
 _DOT_KINDS = {
-    "int8": ("avx512_vnni", "__m512i", "_mm512_setzero_si512()", "_mm512_dpbusd_epi32(acc[c], a, b)",
+    "int8": ("avx512_vnni", "__m512i", "_mm512_set1_epi32({c})", "_mm512_dpbusd_epi32(acc[c], a, b)",
              "_mm512_add_epi32(s, acc[c])", "_mm_cvtsi128_si32(_mm512_castsi512_si128(s))", 64),
-    "bf16": ("avx512_bf16", "__m512", "_mm512_setzero_ps()",
+    "bf16": ("avx512_bf16", "__m512", "_mm512_set1_ps({c}.0f)",
              "_mm512_dpbf16_ps(acc[c], (__m512bh)a, (__m512bh)b)", "_mm512_add_ps(s, acc[c])",
              "_mm512_cvtss_f32(s)", 32),
 }
@@ -130,7 +129,12 @@ def dot_peak_gops(kind: str, target: Target | None = None, threads: int | None =
     feature, acc, zero, op, add, lane0, macs = _DOT_KINDS[kind]
     if feature not in target.features:
         raise TilewrightError(f"dot_peak_gops({kind!r}): the host has no {feature}")
-    source = _DOT_SOURCE % {"acc": acc, "zero": zero, "op": op, "add": add, "lane0": lane0, "macs": macs}
+    chains = range(12)  # named accumulators: an array of them may live on the stack, bound by store forwarding
+    source = _DOT_SOURCE % {
+        "acc": acc, "lane0": lane0, "macs": macs,
+        "decl": " ".join(f"{acc} acc{c} = {zero.format(c=c)};" for c in chains),
+        "steps": " ".join(f"acc{c} = {op.replace('acc[c]', f'acc{c}')};" for c in chains),
+        "sums": " ".join(f"s = {add.replace('acc[c]', f'acc{c}')};" for c in chains[1:])}
     lib = ctypes.CDLL(str(build_library(source, target).library))
     lib.tw_peak_gops.restype = ctypes.c_double
     lib.tw_peak_gops.argtypes = [ctypes.c_int64, ctypes.c_int32]
