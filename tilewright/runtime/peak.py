@@ -11,12 +11,28 @@ import functools
 
 from ..targets import Target, host_target
 
+# run(iters) on every core, timed after a warm-up; MACS: multiply-adds per chain step
+_TIMER = r"""
+double tw_peak(int64_t iters, int32_t threads) {
+  struct timespec t0, t1;
+  omp_set_num_threads(threads);
+  run(iters / 10);
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  volatile double sink = run(iters);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  (void)sink;
+  double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+  return 2.0 * CHAINS * MACS * (double)iters * threads / secs / 1e9;
+}
+"""
+
 _SOURCE = r"""
 #include <stdint.h>
 #include <time.h>
 #include <omp.h>
 typedef float vf __attribute__((vector_size(%(bytes)d)));
 #define CHAINS 12
+#define MACS (sizeof(vf) / 4)
 static double run(int64_t iters) {
   double total = 0.0;
   #pragma omp parallel reduction(+:total)
@@ -35,17 +51,6 @@ static double run(int64_t iters) {
   }
   return total;
 }
-double tw_peak_gflops(int64_t iters, int32_t threads) {
-  struct timespec t0, t1;
-  omp_set_num_threads(threads);
-  run(iters / 10);
-  clock_gettime(CLOCK_MONOTONIC, &t0);
-  volatile double sink = run(iters);
-  clock_gettime(CLOCK_MONOTONIC, &t1);
-  (void)sink;
-  double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-  return 2.0 * CHAINS * (sizeof(vf) / 4) * (double)iters * threads / secs / 1e9;
-}
 """
 
 
@@ -58,15 +63,20 @@ def fp32_peak_gflops(target: Target | None = None, threads: int | None = None) -
 def measure_fp32_peak_gflops(target: Target | None = None, threads: int | None = None) -> float:
     """Best of three measurements of fp32 FMA GFLOP/s on `threads` cores, measured now
     (a long benchmark re-measures: a shared machine's speed drifts)."""
-    from ..build import build_library
 
     target = target or host_target()
     threads = threads or target.cores
     vbytes = max(target.vector_bytes, 16)
-    lib = ctypes.CDLL(str(build_library(_SOURCE % {"bytes": vbytes}, target).library))
-    lib.tw_peak_gflops.restype = ctypes.c_double
-    lib.tw_peak_gflops.argtypes = [ctypes.c_int64, ctypes.c_int32]
-    return max(lib.tw_peak_gflops(20_000_000, threads) for _ in range(3))
+    return _best_of_three(_SOURCE % {"bytes": vbytes} + _TIMER, target, threads)
+
+
+def _best_of_three(source: str, target: Target, threads: int) -> float:
+    from ..build import build_library
+
+    lib = ctypes.CDLL(str(build_library(source, target).library))
+    lib.tw_peak.restype = ctypes.c_double
+    lib.tw_peak.argtypes = [ctypes.c_int64, ctypes.c_int32]
+    return max(lib.tw_peak(20_000_000, threads) for _ in range(3))
 
 
 _DOT_SOURCE = r"""
@@ -75,6 +85,7 @@ _DOT_SOURCE = r"""
 #include <omp.h>
 #include <immintrin.h>
 #define CHAINS 12
+#define MACS %(macs)d
 static double run(int64_t iters) {
   double total = 0.0;
   #pragma omp parallel reduction(+:total)
@@ -90,17 +101,6 @@ static double run(int64_t iters) {
     total += (double)%(lane0)s;
   }
   return total;
-}
-double tw_peak_gops(int64_t iters, int32_t threads) {
-  struct timespec t0, t1;
-  omp_set_num_threads(threads);
-  run(iters / 10);
-  clock_gettime(CLOCK_MONOTONIC, &t0);
-  volatile double sink = run(iters);
-  clock_gettime(CLOCK_MONOTONIC, &t1);
-  (void)sink;
-  double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-  return 2.0 * CHAINS * %(macs)d * (double)iters * threads / secs / 1e9;
 }
 """
 
@@ -120,7 +120,6 @@ def dot_peak_gops(kind: str, target: Target | None = None, threads: int | None =
     """Best of three measurements of the giga-operations per second (2 per multiply-add) that the
     AVX-512 dot-product instruction of `kind` ("int8": vpdpbusd, "bf16": vdpbf16ps) sustains on
     `threads` cores; a TilewrightError where the host lacks it."""
-    from ..build import build_library
     from ..errors import TilewrightError
 
     target = target or host_target()
@@ -135,7 +134,4 @@ def dot_peak_gops(kind: str, target: Target | None = None, threads: int | None =
         "decl": " ".join(f"{acc} acc{c} = {zero.format(c=c)};" for c in chains),
         "steps": " ".join(f"acc{c} = {op.replace('acc[c]', f'acc{c}')};" for c in chains),
         "sums": " ".join(f"s = {add.replace('acc[c]', f'acc{c}')};" for c in chains[1:])}
-    lib = ctypes.CDLL(str(build_library(source, target).library))
-    lib.tw_peak_gops.restype = ctypes.c_double
-    lib.tw_peak_gops.argtypes = [ctypes.c_int64, ctypes.c_int32]
-    return max(lib.tw_peak_gops(20_000_000, threads or target.cores) for _ in range(3))
+    return _best_of_three(source + _TIMER, target, threads or target.cores)
