@@ -200,8 +200,8 @@ class B2BDecision:
     why: str
 
     def line(self) -> str:
-        def ms(s):
-            return "-" if s is None else f"{s * 1e3:.3f} ms"
+        from .template_choice import ms
+
         return (f"{self.pair} x{self.groups}: {'fused' if self.fused else 'unfused'} (fused {ms(self.fused_s)}, "
                 f"unfused pair {ms(self.unfused_s)}; {self.why})")
 
@@ -211,7 +211,7 @@ def choose_b2b(mode: str, partition: Partition, target, programs: dict, tasks: l
     those whose fused step runs faster inside the model than their two kernels as `chosen` (kernels,
     fills, workspaces) built them. Returns (partition, programs, tasks, chosen, decisions)."""
     from .module import Module
-    from .template_choice import random_model_inputs
+    from .template_choice import group_seconds, random_model_inputs
 
     pairs, near = find_pairs(partition)
     decisions = [B2BDecision(g, 1, False, None, None, why) for g, why in near]
@@ -231,11 +231,12 @@ def choose_b2b(mode: str, partition: Partition, target, programs: dict, tasks: l
     winners = kept
     if mode == "auto" and kept:
         inputs = random_model_inputs(partition)
-        before = _group_seconds(Module(partition, chosen[0], tasks, programs, target, fills=chosen[1],
-                                       workspaces=chosen[2]), inputs)
+        # timed in place: where fusion's saving on a CPU (the intermediate left in cache) would show
+        before = group_seconds(Module(partition, chosen[0], tasks, programs, target, fills=chosen[1],
+                                      workspaces=chosen[2]), inputs, in_place=True)
         fused, merged_programs, all_tasks, triple, merged_tasks = assemble(kept)
-        after = _group_seconds(Module(fused, triple[0], all_tasks, merged_programs, target, fills=triple[1],
-                                      workspaces=triple[2]), inputs)
+        after = group_seconds(Module(fused, triple[0], all_tasks, merged_programs, target, fills=triple[1],
+                                     workspaces=triple[2]), inputs, in_place=True)
         pair_of = {p.name: p for p in kept}
         winners = []
         for t in merged_tasks:
@@ -250,10 +251,3 @@ def choose_b2b(mode: str, partition: Partition, target, programs: dict, tasks: l
         return partition, programs, tasks, chosen, decisions
     fused, merged_programs, all_tasks, triple, _ = assemble(winners)
     return fused, merged_programs, all_tasks, triple, decisions
-
-
-def _group_seconds(module, inputs) -> dict[str, float]:
-    """Seconds per group's kernel, each timed inside whole runs of the model (caches as the kernels
-    before it leave them: where fusion's saving on a CPU would show)."""
-    times = module.kernel_times(*inputs, repeat=5, in_place=True)
-    return {s.group.name: t for s, t in zip(module.steps, times)}

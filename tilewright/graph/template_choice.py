@@ -27,9 +27,12 @@ class TemplateDecision:
     why: str
 
     def line(self) -> str:
-        t = "-" if self.template_s is None else f"{self.template_s * 1e3:.3f} ms"
-        s = "-" if self.search_s is None else f"{self.search_s * 1e3:.3f} ms"
-        return f"{self.task} x{self.groups}: {self.chosen} (template {t}, search {s}; {self.why})"
+        return (f"{self.task} x{self.groups}: {self.chosen} (template {ms(self.template_s)}, search "
+                f"{ms(self.search_s)}; {self.why})")
+
+
+def ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1e3:.3f} ms"
 
 
 def check_choice(kernels: str) -> None:
@@ -64,11 +67,18 @@ def template_kernels(partition, target, programs, tasks, store) -> tuple[dict, d
     return kernels, fills, reasons
 
 
+def group_seconds(module: Module, inputs: list[np.ndarray], in_place: bool = False) -> dict[str, float]:
+    """Seconds per group's kernel: each on warm caches, or with `in_place` timed inside whole runs of the
+    model (caches as the kernels before it leave them)."""
+    times = module.kernel_times(*inputs, repeat=5, in_place=in_place, min_seconds=0.05)
+    return {step.group.name: seconds for step, seconds in zip(module.steps, times)}
+
+
 def step_seconds(module: Module, inputs: list[np.ndarray]) -> dict[str, float]:
     """Seconds per task key: its steps' kernel times summed, each on warm caches."""
-    out: dict[str, float] = {}
-    for step, seconds in zip(module.steps, module.kernel_times(*inputs, repeat=5, min_seconds=0.05)):
-        out[step.task.key] = out.get(step.task.key, 0.0) + seconds
+    by_group, out = group_seconds(module, inputs), {}
+    for step in module.steps:
+        out[step.task.key] = out.get(step.task.key, 0.0) + by_group[step.group.name]
     return out
 
 
