@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from ..errors import BuildError
 from ..ir.dtype import DType
-from ..ir.expr import Binary, BinOp, Broadcast, Call, Cast, Compare, Intrinsic, Load, Ramp, Select
+from ..ir.expr import Binary, BinOp, Broadcast, Call, Cast, Compare, Const, Intrinsic, Load, Ramp, Select
 from ..ir.stmt import Allocate, Fence, For, ForKind, IntrinCall, Store
+from ..ir.traverse import loaded_tensors
 from .base import CRenderer
 from .heap import ALLOC_LARGE, HUGE_PAGES, LARGE_BYTES, workspaces
 from .intrinsic_calls import render_intrinsic_call
@@ -23,6 +24,7 @@ from .strided import (
 )
 from .transpose import TransposeNest, transpose_helper, transpose_nest
 from .vector_math import mvec_symbol
+from .x86_vector_ops import minmax_helper, round_to_int_helper
 
 STACK_LIMIT = 64 * 1024  # bytes; larger buffers go to the heap
 
@@ -167,16 +169,8 @@ class CCodeGen(CRenderer):
         return super().expr_Binary(e)
 
     def _vector_minmax(self, e: Binary) -> str:
-        t = self.vector_type(e.dtype)
-        m = self.mask_type(e.dtype)
-        cmp = "<" if e.op is BinOp.MIN else ">"
-        keep = f"(a {cmp} b) | (a != a)" if e.dtype.is_float else f"a {cmp} b"  # NaN wins, as in NumPy
-        name = f"tw_{e.op.value}_{t[3:]}"
-        self.helpers.setdefault(
-            name,
-            f"static inline {t} {name}({t} a, {t} b) {{ {m} k = {keep}; "
-            f"return ({t})((({m})a & k) | (({m})b & ~k)); }}",
-        )
+        name, definition = minmax_helper(e.op.value, e.dtype, self.vector_type(e.dtype), self.mask_type(e.dtype))
+        self.helpers.setdefault(name, definition)
         return f"{name}({self.expr(e.a)}, {self.expr(e.b)})"
 
     def expr_Compare(self, e: Compare) -> str:
@@ -202,10 +196,17 @@ class CCodeGen(CRenderer):
             return f"tw_round_f32({self.expr(e.value)})"
         if e.dtype.lanes == 1:
             return super().expr_Cast(e)
-        found = integer_cast_helper(e.value.dtype, e.dtype, self.vector_type)
+        value = e.value
+        if isinstance(value, Call) and value.func is Intrinsic.ROUND and len(value.args) == 1:
+            rounding = round_to_int_helper(value.dtype, e.dtype, self.vector_type(value.dtype),
+                                           self.vector_type(e.dtype))
+            if rounding is not None:
+                self.helpers.setdefault(*rounding)
+                return f"{rounding[0]}({self.expr(value.args[0])})"
+        found = integer_cast_helper(value.dtype, e.dtype, self.vector_type)
         if found is not None:
             self.helpers.setdefault(*found)
-            return f"{found[0]}({self.expr(e.value)})"
+            return f"{found[0]}({self.expr(value)})"
         return f"__builtin_convertvector({self.expr(e.value)}, {self.vector_type(e.dtype)})"
 
     def expr_Call(self, e: Call) -> str:
@@ -246,16 +247,40 @@ class CCodeGen(CRenderer):
     def stmt_Seq(self, s) -> None:
         """Statements in order; a run of k scatters at stride k to offsets 0 .. k-1 of one buffer (a
         relayout into k-blocked channels) is one interleave and one contiguous store instead of
-        k x lanes element stores."""
+        k x lanes element stores; a run of scalar stores filling every lane of a register slot in order (an
+        unrolled accumulator initialisation) is one vector assignment instead of one lane insert each."""
         stmts, n = s.stmts, 0
         while n < len(stmts):
             k = interleaved_run(stmts, n, self.promoted)
+            lanes = self._slot_fill(stmts, n)
             if k:
                 self._interleave(stmts[n:n + k])
                 n += k
+            elif lanes:
+                slot = self.promoted[id(stmts[n].buffer)][stmts[n].indices[0].value]
+                t = self.type_name(stmts[n].value.dtype.with_lanes(lanes))
+                self.emit(f"{slot} = ({t}){{{', '.join(self.expr(st.value) for st in stmts[n:n + lanes])}}};")
+                n += lanes
             else:
                 self.stmt(stmts[n])
                 n += 1
+
+    def _slot_fill(self, stmts, n: int) -> int:
+        """The slot's lanes if `stmts[n:]` starts with scalar stores to lanes 0 .. lanes-1 of one vector
+        register slot, in order, none reading the slot's buffer; else 0."""
+        first = stmts[n]
+        if not (isinstance(first, Store) and id(first.buffer) in self.promoted and isinstance(first.indices[0], Const)
+                and first.value.dtype.lanes == 1):
+            return 0
+        lanes, base = self.promoted_lanes[id(first.buffer)], first.indices[0].value
+        if lanes == 1 or base % lanes or n + lanes > len(stmts):
+            return 0
+        for j, st in enumerate(stmts[n:n + lanes]):
+            if not (isinstance(st, Store) and st.buffer is first.buffer and isinstance(st.indices[0], Const)
+                    and st.indices[0].value == base + j and st.value.dtype.lanes == 1) \
+                    or any(t is first.buffer for t in loaded_tensors(st.value)):
+                return 0
+        return lanes
 
     def _interleave(self, run) -> None:
         d = run[0].value.dtype
