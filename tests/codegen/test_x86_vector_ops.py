@@ -43,7 +43,7 @@ def _portable(which: str, a, b):
 @pytest.mark.parametrize("dtype,lanes", [("float32", 4), ("float32", 8), ("float32", 16), ("float64", 4),
                                          ("float64", 8), ("int8", 64), ("uint8", 32), ("int16", 16),
                                          ("int16", 8), ("int32", 16), ("int32", 4), ("uint8", 16), ("int64", 4),
-                                         ("int64", 8)])
+                                         ("int64", 8), ("int32", 64), ("float32", 32)])
 @pytest.mark.parametrize("which", ["min", "max"])
 def test_vector_min_max_match_the_portable_rule(isa, dtype, lanes, which):
     target = _target(isa)
@@ -70,7 +70,7 @@ def test_vector_min_max_match_the_portable_rule(isa, dtype, lanes, which):
 
 
 @pytest.mark.parametrize("isa", ISAS)
-@pytest.mark.parametrize("lanes", [4, 8, 16])
+@pytest.mark.parametrize("lanes", [4, 8, 16, 64])
 def test_round_then_convert_rounds_half_to_even(isa, lanes):
     target = _target(isa)
     n = 8 * lanes
@@ -89,3 +89,18 @@ def test_native_min_is_one_instruction_in_the_source():
     target = _target("avx512")
     k = _vector_kernel(lambda x, y: tw.min(x, y), ["int32", "int32"], 64, 16, target)
     assert "_mm512_min_epi32" in k.source and "#else" in k.source  # the portable form stays for other ISAs
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("src,dst,lanes", [("int32", "uint8", 16), ("int32", "uint8", 64), ("int32", "int8", 32),
+                                           ("int16", "uint8", 64), ("int64", "int32", 16)])
+def test_narrowing_keeps_the_low_part_of_every_lane(isa, src, dst, lanes):
+    """Vectors wider than one register are narrowed a register at a time: the same low parts as C's."""
+    target = _target(isa)
+    n = 2 * lanes
+    k = _vector_kernel(lambda x: x.astype(dst), [src], n, lanes, target)
+    info = np.iinfo(src)
+    x = np.random.default_rng(lanes).integers(info.min, info.max, n, dtype=src, endpoint=True)
+    y = np.empty(n, dst)
+    k(x, y)
+    np.testing.assert_array_equal(y, x.astype(dst))

@@ -141,16 +141,26 @@ def interleaved_run(stmts, n: int, promoted) -> int:
     return k
 
 
-def narrowing_helper(lanes: int, ratio: int, src_t: str, dst_t: str, wide_t: str) -> tuple[str, str]:
+def narrowing_helper(lanes: int, ratio: int, src_t: str, dst_t: str, wide_t: str,
+                     chunk: tuple[int, str, str] | None = None) -> tuple[str, str]:
     """(name, definition) of an integer vector narrowed as C does (the low part of each lane), by
     picking the low element of each lane from the source's bytes: GCC 12 scalarizes
     __builtin_convertvector from int32 x 8 to uint8 x 8 on AVX2 (one element extract per lane; a
-    requantize epilogue spent more in it than in its rounding)."""
+    requantize epilogue spent more in it than in its rounding). `chunk` (lanes, the narrow type's bytes
+    of that many source lanes, the narrow type of them): a source wider than one 64-byte register is
+    narrowed a register at a time (GCC inserts every byte of a shuffle over a 256-byte vector)."""
     name = f"tw_narrow_{src_t[3:]}_{dst_t[3:]}"
-    picks = ", ".join(str(n * ratio) for n in range(lanes))  # little-endian: the low part first
+    part, part_wide, part_t = chunk if chunk and lanes > chunk[0] else (lanes, wide_t, dst_t)
+    picks = ", ".join(str(n * ratio) for n in range(part))  # little-endian: the low part first
+    if part == lanes:
+        fast = f"  {wide_t} b = ({wide_t})v; return __builtin_shufflevector(b, b, {picks});\n"
+    else:
+        fast = (f"  {dst_t} r; for (int c = 0; c < {lanes // part}; ++c) {{ {part_wide} b; "
+                f"memcpy(&b, (const char *)&v + sizeof(b) * c, sizeof(b)); {part_t} d = "
+                f"__builtin_shufflevector(b, b, {picks}); memcpy((char *)&r + sizeof(d) * c, &d, sizeof(d)); }}"
+                f" return r;\n")
     body = (f"#if (defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 12)) && "
-            f"__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__\n"
-            f"  {wide_t} b = ({wide_t})v; return __builtin_shufflevector(b, b, {picks});\n#else\n"
+            f"__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__\n{fast}#else\n"
             f"  return __builtin_convertvector(v, {dst_t});\n#endif\n")
     return name, f"static inline {dst_t} {name}({src_t} v) {{\n{body}}}"
 
@@ -190,8 +200,11 @@ def integer_cast_helper(src, dst, vector_type) -> tuple[str, str] | None:
     if not (src.is_int and dst.is_int) or src.bits == dst.bits:
         return None
     if src.bits > dst.bits:
-        return narrowing_helper(src.lanes, src.bits // dst.bits, vector_type(src), vector_type(dst),
-                                vector_type(dst.with_lanes(src.lanes * (src.bits // dst.bits))))
+        ratio, per_register = src.bits // dst.bits, 512 // src.bits
+        chunk = (per_register, vector_type(dst.with_lanes(per_register * ratio)), vector_type(dst.with_lanes(
+            per_register))) if src.lanes > per_register and src.lanes % per_register == 0 else None
+        return narrowing_helper(src.lanes, ratio, vector_type(src), vector_type(dst),
+                                vector_type(dst.with_lanes(src.lanes * ratio)), chunk)
     return widening_helper(src.name, dst.bits, src.lanes, vector_type(src), vector_type(dst))
 
 

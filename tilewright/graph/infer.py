@@ -14,6 +14,7 @@ import numpy as np
 from ..errors import ShapeError
 from ..ops import winograd
 from .blocked import block_of, blocked_shape, unblocked_shape
+from .integer_ops import TYPES as INTEGER_TYPES
 from .ir import Graph, Node, TensorType
 from .opset import FLOAT_ONLY_UNARY, spec
 from .quantized_ops import TYPES as QUANTIZED_TYPES
@@ -391,6 +392,7 @@ _RULES = {
     "softmax": _softmax, "max_pool2d": _pool, "avg_pool2d": _pool, "mean": _mean, "reshape": _reshape,
     "permute": _permute, "pad": _pad, "concat": _concat, "slice": _slice, "layout_transform": _layout_transform,
     "winograd_input": _winograd_input, "winograd_output": _winograd_output, **QUANTIZED_TYPES,
+    **INTEGER_TYPES,
 }
 
 

@@ -21,7 +21,7 @@ from ..te import pow as te_pow
 from ..te import round as te_round
 from ..te import sum as te_sum
 from ..te.tensor import Tensor
-from . import quantized_ops, winograd_ops
+from . import integer_ops, quantized_ops, winograd_ops
 from .infer import slice_shape
 from .ir import Graph, Node
 from .partition import Group
@@ -186,26 +186,9 @@ def _mean(node: Node, a: list[Tensor], name: str) -> Tensor:
     axes = node.attr("axes")
     axes = tuple(range(x.ndim)) if axes is None else tuple(d % x.ndim for d in
                                                               (axes if isinstance(axes, tuple) else (axes,)))
-    keep = node.attr("keepdims", True)
-    red = {d: reduce_axis(x.shape[d], f"r{d}") for d in axes}
-    kept = [d for d in range(x.ndim) if d not in red]
-    shape = tuple(1 if d in red else x.shape[d] for d in range(x.ndim)) if keep else tuple(x.shape[d] for d in kept)
-
-    def body(*i):
-        it = iter(i)
-        idx = []
-        for d in range(x.ndim):
-            if d in red:
-                if keep:
-                    next(it)
-                idx.append(red[d])
-            else:
-                idx.append(next(it))
-        return te_sum(x[tuple(idx)], axis=list(red.values()))
-
-    total = compute(shape, body, name=f"{name}_sum")
+    total = integer_ops.reduce_over(x, axes, node.attr("keepdims", True), te_sum, f"{name}_sum")
     count = float(math.prod(x.shape[d] for d in axes))
-    return compute(shape, lambda *i: total[i] / count, name=name)
+    return compute(total.shape, lambda *i: total[i] / count, name=name)
 
 
 def _clip(node: Node, a: list[Tensor], name: str) -> Tensor:
@@ -332,6 +315,7 @@ _LOWER = {
     "layout_transform": lambda n, a, name: ops.layout_transform(a[0], n.attr("src"), n.attr("dst"), name=name),
     **winograd_ops.LOWER,
     **quantized_ops.LOWER,
+    **integer_ops.LOWER,
 }
 
 LOWERED_OPS = frozenset(_LOWER)

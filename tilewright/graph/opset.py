@@ -102,6 +102,16 @@ _SPECS = [
            {"zero_point": 0, "relu": False, "out_dtype": "uint8"}, Pattern.COMPLEX,
            "int8 dense: acc[..., n] = sum_k x[..., k] * W[n, k] in int32, + bias[n], requantized as qconv2d; the "
            "weight stored [N/8, K/4, 8, 4] (graph/quantized_ops.py)"),
+    OpSpec("cast", ("x",), {"dtype": None}, Pattern.INJECTIVE,
+           "NumPy's astype between integer, bool and float dtypes; float -> integer is refused (graph/integer_ops.py)"),
+    OpSpec("reduce_max", ("x",), {"axes": None, "keepdims": True}, Pattern.REDUCTION, "max over `axes`"),
+    OpSpec("reduce_min", ("x",), {"axes": None, "keepdims": True}, Pattern.REDUCTION, "min over `axes`"),
+    OpSpec("dynamic_scale", ("low", "high"), {}, Pattern.INJECTIVE,
+           "ONNX DynamicQuantizeLinear's y_scale from x's range widened to hold 0: (high - low) / 255, 1 where "
+           "that is 0"),
+    OpSpec("matmul_integer", ("x", "weight", "bias?"), {}, Pattern.COMPLEX,
+           "uint8 x[..., K] times the int8 weight stored [N/8, K/4, 8, 4] as qdense's, + bias[N], in int32 "
+           "(ONNX MatMulInteger with the zero points folded by the frontend)"),
     OpSpec("layout_transform", ("x",), {"src": None, "dst": None}, Pattern.INJECTIVE,
            "re-pack between 'NCHW' and 'NCHW{b}c' (graph/layout.py inserts these)"),
     *(OpSpec(n, ("x",), {}, Pattern.INJECTIVE, d) for n, d in _UNARY.items()),

@@ -12,7 +12,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ..errors import EvaluationError
-from . import blocked, quantized_ops, winograd_ops
+from . import blocked, integer_ops, quantized_ops, winograd_ops
 from .infer import pair, pool_out, quad, reduce_axes, reshape_target
 from .ir import Graph, Node, TensorType
 from .opset import spec
@@ -215,6 +215,8 @@ def _evaluate(node: Node, xs: list[np.ndarray]) -> np.ndarray:
         return winograd_ops.REFERENCE[op](node, *xs)
     if op in quantized_ops.REFERENCE:
         return quantized_ops.REFERENCE[op](node, *xs)
+    if op in integer_ops.REFERENCE:
+        return integer_ops.REFERENCE[op](node, *xs)
     block = blocked.block_of(a.pop("layout", None))
     if block:  # packed data: the same op on NCHW, packed again
         plain = [blocked.from_blocked(xs[0]), *(blocked.unpack_weight(x) if x.ndim == 6 else x for x in xs[1:])]

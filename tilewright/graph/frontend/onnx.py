@@ -295,13 +295,18 @@ def _pool(imp, n, ins, a):
         imp.emit("avg_pool2d", [imp.value(ins[0])], attrs, n.output[0])
 
 
-def _reduce_mean(imp, n, ins, a):
-    rank = len(imp.type_of(ins[0]).shape)
-    axes = [int(x) for x in imp.const(ins[1], "axes").ravel()] if len(ins) > 1 and ins[1] else a.get("axes", [])
-    if not axes and a.get("noop_with_empty_axes", 0):
-        return _identity(imp, n, ins, a)
-    axes = tuple(sorted(x % rank for x in axes)) if axes else tuple(range(rank))
-    imp.emit("mean", [imp.value(ins[0])], {"axes": axes, "keepdims": bool(a.get("keepdims", 1))}, n.output[0])
+def _reduce(op: str):
+    """ReduceMean / ReduceMax / ReduceMin: axes as an attribute (opsets < 18) or a constant input."""
+    def handler(imp, n, ins, a):
+        rank = len(imp.type_of(ins[0]).shape)
+        axes = [int(x) for x in imp.const(ins[1], "axes").ravel()] if len(ins) > 1 and ins[1] else a.get("axes", [])
+        if not axes and a.get("noop_with_empty_axes", 0):
+            return _identity(imp, n, ins, a)
+        if rank == 0 or 0 in imp.type_of(ins[0]).shape:
+            raise imp.fail("a reduction of a scalar or an empty tensor")
+        axes = tuple(sorted(x % rank for x in axes)) if axes else tuple(range(rank))
+        imp.emit(op, [imp.value(ins[0])], {"axes": axes, "keepdims": bool(a.get("keepdims", 1))}, n.output[0])
+    return handler
 
 
 def _reshape_to(imp, n, ins, shape):
@@ -379,14 +384,20 @@ def _concat(imp, n, ins, a):
 
 
 def _cast(imp, n, ins, a):
-    if imp.onnx.helper.tensor_dtype_to_np_dtype(a["to"]) != np.dtype(imp.b.types[imp.value(ins[0])].dtype):
-        raise imp.fail("only a Cast to the input's own dtype")
-    _identity(imp, n, ins, a)
+    to = np.dtype(imp.onnx.helper.tensor_dtype_to_np_dtype(a["to"]))
+    src = imp.b.types[imp.value(ins[0])].dtype
+    if to == np.dtype(src):
+        return _identity(imp, n, ins, a)
+    if src.startswith("float") and to.kind not in "f":
+        raise imp.fail(f"a float -> {to.name} cast (out-of-range values are undefined in C); valid: integer "
+                       "and bool sources to any dtype, floats to floats")
+    imp.emit("cast", [imp.value(ins[0])], {"dtype": to.name}, n.output[0])
 
 
 _HANDLERS = {
     "Conv": _conv, "Gemm": _gemm, "MatMul": _matmul, "BatchNormalization": batch_norm,
-    "LayerNormalization": layer_norm, "MaxPool": _pool, "AveragePool": _pool, "ReduceMean": _reduce_mean,
+    "LayerNormalization": layer_norm, "MaxPool": _pool, "AveragePool": _pool, "ReduceMean": _reduce("mean"),
+    "ReduceMax": _reduce("reduce_max"), "ReduceMin": _reduce("reduce_min"),
     "Softmax": lambda imp, n, ins, a: imp.emit("softmax", [imp.value(ins[0])], {"axis": a.get("axis", -1)},
                                                n.output[0]),
     "LeakyRelu": lambda imp, n, ins, a: imp.emit("leaky_relu", [imp.value(ins[0])], {"alpha": a.get("alpha", 0.01)},

@@ -1,12 +1,15 @@
 """The ONNX frontend's quantized operators: QuantizeLinear and DequantizeLinear (per tensor or per
 axis) become the graph's `quantize` / `dequantize`, QLinearConv a `qconv2d`, QLinearMatMul with a
-constant B a `qdense`; a DequantizeLinear of
+constant B a `qdense`, DynamicQuantizeLinear and MatMulInteger (ONNX Runtime's `quantize_dynamic`) the
+integer ops of `graph/integer_ops.py`; a DequantizeLinear of
 constant integers feeding Gemm/MatMul is transposed on its integers (`quantized_nk`), so
 `graph/fold_qdq.py` sees the QDQ pattern it folds into `qdense`."""
 
 from __future__ import annotations
 
 import numpy as np
+
+from ..quantized_ops import DENSE_BLOCK
 
 
 def _zero_point(imp, ins, k, dtype):
@@ -81,7 +84,7 @@ def _qlinear_conv(imp, n, ins, a):
 def _qlinear_matmul(imp, n, ins, a):
     """QLinearMatMul with a constant 2-D B [K, N] (per tensor or per column): one `qdense`."""
     from ..fold_qdq import qconv_params
-    from ..quantized_ops import DENSE_BLOCK, pack_dense_weight
+    from ..quantized_ops import pack_dense_weight
 
     b = imp.const(ins[3], "B (only a constant weight is supported)")
     if b.ndim != 2 or b.shape[1] % DENSE_BLOCK or b.shape[0] % 4:
@@ -96,7 +99,74 @@ def _qlinear_matmul(imp, n, ins, a):
     imp.emit("qdense", vals, {"zero_point": int(y_zero), "out_dtype": y_zero.dtype.name}, n.output[0])
 
 
+def _global_reduce(imp, x: str, op: str) -> str:
+    """`op` ("reduce_min"/"reduce_max") of every element of `x`: over the leading axes first (the kept
+    last axis vectorizes and runs on every core), then over what is left."""
+    t = imp.b.types[x]
+    if len(t.shape) > 1 and t.shape[-1] >= 16:
+        x = imp.emit(op, [x], {"axes": tuple(range(len(t.shape) - 1)), "keepdims": False})
+    return imp.emit(op, [x], {"axes": None, "keepdims": False})
+
+
+def _dynamic_quantize_linear(imp, n, ins, a):
+    """y, y_scale, y_zero_point of ONNX DynamicQuantizeLinear: the scale from the range of x with 0 in it
+    (`dynamic_scale`), the zero point -min(x, 0) / scale quantized, x quantized with both."""
+    if imp.type_of(ins[0]) is None or imp.type_of(ins[0]).dtype != "float32":
+        raise imp.fail("x must be float32")
+    x = imp.value(ins[0])
+    zero_f = imp.b.constant(np.zeros((), np.float32), n.output[0] + "_zero_f")
+    low = imp.emit("minimum", [_global_reduce(imp, x, "reduce_min"), zero_f])
+    high = imp.emit("maximum", [_global_reduce(imp, x, "reduce_max"), zero_f])
+    out = [o if len(n.output) > k and o else None for k, o in enumerate([*n.output, None, None][:3])]
+    scale = imp.emit("dynamic_scale", [low, high], {}, out[1])
+    zero = imp.emit("quantize", [imp.emit("neg", [low]), scale,
+                                 imp.b.constant(np.zeros((), np.uint8), n.output[0] + "_zero_u8")], {"axis": 0},
+                    out[2])
+    imp.emit("quantize", [x, scale, zero], {"axis": 0}, n.output[0])
+
+
+def _matmul_integer(imp, n, ins, a):
+    """ONNX MatMulInteger with a constant B [K, N]: (A - a_zero) @ (B - b_zero) in int32 as one
+    `matmul_integer` on A's uint8 and B - b_zero as int8, minus a_zero x the column sums of that weight
+    (folded into the bias where a_zero is a constant, a fused epilogue where it is computed)."""
+    from ..quantized_ops import pack_dense_weight
+
+    b = imp.const(ins[1], "B (only a constant weight is supported)")
+    t = imp.type_of(ins[0])
+    if t is None or t.dtype != "uint8":
+        raise imp.fail(f"A must be uint8 (what DynamicQuantizeLinear gives), got {t.dtype if t else 'unknown'}")
+    if b.ndim != 2 or b.shape[1] % DENSE_BLOCK or b.shape[0] % 4 or b.shape[0] != t.shape[-1]:
+        raise imp.fail(f"B must be 2-D [K, N] with K = A's last extent ({t.shape[-1]}), K a multiple of 4 and N "
+                       f"of {DENSE_BLOCK}, got {list(b.shape)}")
+    b_zero = _zero_point(imp, ins, 3, b.dtype).astype(np.int32)
+    if b_zero.size not in (1, b.shape[1]):
+        raise imp.fail(f"b_zero_point must be a scalar or one per column ({b.shape[1]}), got {b_zero.size}")
+    w = b.astype(np.int32) - b_zero.reshape(1, -1)
+    if w.min() < -128 or w.max() > 127:
+        raise imp.fail("B - b_zero_point must fit int8 [-128, 127] (the dot-product instructions take signed "
+                       "8-bit weights); valid: int8 B, or uint8 B with zero point 128")
+    colsum = w.sum(axis=0).astype(np.int32)
+    name = n.output[0]
+    packed = imp.b.constant(pack_dense_weight(np.ascontiguousarray(w.T).astype(np.int8)), ins[1] + "_packed")
+    a_zero = ins[2] if len(ins) > 2 and ins[2] else None
+    if a_zero is None or a_zero in imp.known:
+        az = imp.known[a_zero].astype(np.int32) if a_zero else np.zeros((), np.int32)
+        if az.size != 1:
+            raise imp.fail("a_zero_point must be a scalar (per-row zero points are not supported)")
+        bias = imp.b.constant((-int(az.ravel()[0]) * colsum).astype(np.int32), name + "_bias")
+        imp.emit("matmul_integer", [imp.value(ins[0]), packed, bias], {}, name)
+        return
+    zt = imp.type_of(a_zero)
+    if zt is None or zt.shape not in ((), (1,)):
+        raise imp.fail("a_zero_point must be a scalar (per-row zero points are not supported)")
+    acc = imp.emit("matmul_integer", [imp.value(ins[0]), packed])
+    zero = imp.emit("cast", [imp.value(a_zero)], {"dtype": "int32"})
+    correction = imp.emit("mul", [zero, imp.b.constant(colsum, name + "_colsum")])
+    imp.emit("sub", [acc, correction], {}, name)
+
+
 QUANTIZED_HANDLERS = {"QuantizeLinear": _quantize_linear, "DequantizeLinear": _dequantize_linear,
-                      "QLinearConv": _qlinear_conv, "QLinearMatMul": _qlinear_matmul}
+                      "QLinearConv": _qlinear_conv, "QLinearMatMul": _qlinear_matmul,
+                      "DynamicQuantizeLinear": _dynamic_quantize_linear, "MatMulInteger": _matmul_integer}
 
 __all__ = ["QUANTIZED_HANDLERS", "quantized_nk"]
