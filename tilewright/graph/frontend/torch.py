@@ -23,6 +23,7 @@ from .builder import GraphBuilder, UnsupportedOpError, unsupported
 from .torch_fold import fold_constant
 from .torch_indexing import concat, embedding, split
 from .torch_masked_softmax import RowMask, any_dim, eq_scalar, logical_not, where_masked_softmax, zeros_like
+from .torch_quantized import QUANTIZED_HANDLERS, in_eval_mode
 
 
 def _type(val) -> TensorType:
@@ -346,7 +347,7 @@ HANDLERS = {
                               "log", "floor", "ceil", "round", "sin", "cos", "reciprocal")},
     **{n: _binary(n) for n in ("add", "sub", "mul", "div", "maximum", "minimum")},
     "pow": _pow, "cat": concat, "slice": _slice, "constant_pad_nd": _pad, "_to_copy": _to_copy, "rsqrt": _rsqrt,
-    "abs": _abs, "sum": _sum,
+    "abs": _abs, "sum": _sum, **QUANTIZED_HANDLERS,
 }
 # Ops that only check metadata at run time: nothing to compute.
 SKIPPED = {"_assert_tensor_metadata", "_assert_scalar", "sym_constrain_range_for_size", "_assert_async"}
@@ -386,7 +387,7 @@ def _convert(c: _Ctx, node):
     name = getattr(op, "__name__", None) if op is not None else None
     if name in SKIPPED:
         return None
-    folded = fold_constant(c, node)
+    folded = None if name in QUANTIZED_HANDLERS else fold_constant(c, node)  # a weight's QDQ stays visible
     if folded is not None:
         return folded
     if name not in HANDLERS:
@@ -420,7 +421,7 @@ def from_torch(module, example_inputs, decompose: bool = True, name: str | None 
             ep = module
         else:
             try:
-                ep = torch.export.export(module.eval(), tuple(example_inputs))
+                ep = torch.export.export(in_eval_mode(module), tuple(example_inputs))
             except Exception as e:  # noqa: BLE001 - torch raises many kinds; name the module and the cause
                 raise UnsupportedOpError(f"from_torch: torch.export could not trace {type(module).__name__}: "
                                          f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from e
