@@ -80,3 +80,32 @@ def test_a_reduced_quantization_range_is_refused_by_name():
 
     with pytest.raises(UnsupportedOpError, match=r"clamps to \[0, 127\].*whole uint8 range"):
         from_torch(Narrow(), (torch.randn(2, 4),))
+
+
+class _Residual(torch.nn.Module):
+    """conv -> relu -> conv + x -> relu: PT2E's x86 quantizer puts no quantize between the second conv and
+    the add, so that conv's kernel writes its dequantized float32 result and the add is its epilogue."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Conv2d(16, 16, 3, padding=1)
+        self.b = torch.nn.Conv2d(16, 16, 1)
+
+    def forward(self, x):
+        return torch.relu(self.b(torch.relu(self.a(x))) + x)
+
+
+@runs_avx2
+def test_a_convolution_before_a_residual_add_runs_in_int8_with_a_float_epilogue():
+    converted, x = _pt2e(_Residual(), (1, 16, 8, 8), seed=4)
+    graph = from_torch(converted, (x,))
+    folded = optimize.optimize(graph)
+    convs = [n for n in folded.nodes if n.op == "qconv2d"]
+    assert len(convs) == 2 and not any(n.op == "conv2d" for n in folded.nodes)
+    assert sorted(n.attr("out_dtype") for n in convs) == ["float32", "uint8"]
+    module = tw.compile(graph, [x.numpy()], target=AVX2, layout="NCHWc", progress=False)
+    ours = np.asarray(module(x.numpy()))
+    want = reference.run_reference(folded, [x.numpy()])[0]
+    theirs = converted(x).detach().numpy()
+    np.testing.assert_allclose(ours, want, rtol=0, atol=1e-4 * np.abs(want).max())
+    assert np.abs(ours - theirs).max() <= 0.05 * np.abs(theirs).max()

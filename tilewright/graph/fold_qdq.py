@@ -7,7 +7,9 @@ pool between a dequantize and a quantize of the same parameters runs on the inte
 The zero points are folded ahead, on the constant weights: sum((x - xz) * (w - wz)) over a
 window of x padded with xz equals sum(x * w') - xz * sum(w') with w' = w - wz (int8 when it
 fits), so the kernel pads x with xz, multiplies raw u8 x s8 and the bias absorbs the
-correction term. A pattern that does not fit (per-tensor activations, constant per-tensor or
+correction term. Without a quantize of its own (a residual add before it, as PT2E's x86 quantizer
+writes, or the last layer) the kernel writes the dequantized float32 result and the float ops after it
+fuse as its epilogue. A pattern that does not fit (per-tensor activations, constant per-tensor or
 per-output-channel weights, w' in int8) is left as it is: dequantized, computed in float32, and
 quantized again, which is the documented exact-in-float fallback, never a saturated result."""
 
@@ -102,11 +104,13 @@ class _Folder:
                 return None
         relu = self.sole_consumer(conv.outputs[0], "relu")
         quant = self.sole_consumer((relu or conv).outputs[0], "quantize")
-        if quant is None or self.const(quant.inputs[1]) is None or self.const(quant.inputs[2]) is None:
+        if quant is not None and (self.const(quant.inputs[1]) is None or self.const(quant.inputs[2]) is None
+                                  or self.const(quant.inputs[1]).size != 1 or self.const(quant.inputs[2]).size != 1):
             return None
-        y_scale, y_zero = self.const(quant.inputs[1]), self.const(quant.inputs[2])
-        if y_scale.size != 1 or y_zero.size != 1:
-            return None
+        # no quantize of its own (a residual add or the last layer before it): the int8 kernel's dequantized
+        # float32 result, and the float ops after it its epilogue
+        y_scale, y_zero = (self.const(quant.inputs[1]), self.const(quant.inputs[2])) if quant is not None else \
+            (np.float32(1), np.zeros((), np.float32))
         try:
             weight, mult, bias, pad = qconv_params(x[1], x[2], w[0], w[1], w[2], y_scale, bias_q, conv.name)
         except ShapeError:
@@ -160,15 +164,17 @@ class _Folder:
             consts = [self.new_const(f"{node.name}_{role}", a) for role, a in zip(("w_q", "mult", "bias_q"), arrays)]
             nodes += consts
             op = "qconv2d" if node.op == "conv2d" else "qdense"
-            nodes.append(Node(op, (xq, *(c.outputs[0] for c in consts)), absorbed[-1].outputs, attrs, name=node.name))
+            outputs = absorbed[-1].outputs if absorbed else node.outputs
+            nodes.append(Node(op, (xq, *(c.outputs[0] for c in consts)), outputs, attrs, name=node.name))
             dropped |= {id(n) for n in absorbed}
         return self.g.replace(nodes=nodes, types=self.types, constants=self.constants)
 
 
 def fold_qdq(graph: Graph) -> Graph:
     """Every DequantizeLinear -> Conv -> [Relu] -> QuantizeLinear chain that fits (see the module
-    docstring) replaced by one `qconv2d` writing the quantize node's value; the dequantize nodes
-    stay for their other readers (dead-code elimination drops the rest)."""
+    docstring) replaced by one `qconv2d` writing the quantize node's value, and a DequantizeLinear -> Conv
+    -> [Relu] without a quantize of its own by one writing the dequantized float32 result; the dequantize
+    nodes stay for their other readers (dead-code elimination drops the rest)."""
     if not any(n.op == "dequantize" for n in graph.nodes):
         return graph
     return _Folder(graph).run()

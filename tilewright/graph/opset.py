@@ -96,7 +96,8 @@ _SPECS = [
            {"stride": (1, 1), "padding": (0, 0, 0, 0), "dilation": (1, 1), "groups": 1, "pad_value": 0,
             "zero_point": 0, "relu": False, "out_dtype": "uint8"}, Pattern.COMPLEX,
            "int8 conv: acc = sum(x * weight) in int32 over x padded with pad_value, + bias[o]; out = "
-           "saturate(round_half_even(float32(acc) * multiplier[o]) + zero_point), at least zero_point with relu "
+           "saturate(round_half_even(float32(acc) * multiplier[o]) + zero_point), at least zero_point with relu; "
+           "out_dtype float32: float32(acc) * multiplier[o] (the dequantized result, relu at 0) "
            "(graph/quantized_ops.py)"),
     OpSpec("qdense", ("x", "weight", "multiplier", "bias?"),
            {"zero_point": 0, "relu": False, "out_dtype": "uint8"}, Pattern.COMPLEX,

@@ -26,6 +26,7 @@ from ..ops.pad import pad_axes
 from .ir import Node, TensorType
 
 QUANTIZED_DTYPES = ("uint8", "int8")
+OUT_DTYPES = (*QUANTIZED_DTYPES, "float32")  # float32: the dequantized accumulator, for a float epilogue
 DENSE_BLOCK = 8  # qdense's weight: [N/8, K/4, 8, 4], what 8-lane dot-product instructions read
 
 
@@ -90,8 +91,8 @@ def _plain_qconv2d_type(node: Node, ins):
     if x.dtype not in QUANTIZED_DTYPES or w.dtype not in QUANTIZED_DTYPES:
         raise _fail(node, ins, "x and weight must be uint8 or int8")
     out_dtype = node.attr("out_dtype", "uint8")
-    if out_dtype not in QUANTIZED_DTYPES:
-        raise _fail(node, ins, f"out_dtype must be uint8 or int8, got {out_dtype!r}")
+    if out_dtype not in OUT_DTYPES:
+        raise _fail(node, ins, f"out_dtype must be uint8, int8 or float32 (dequantized), got {out_dtype!r}")
     conv = Node("conv2d", node.inputs[:2], node.outputs, {k: node.attr(k) for k in
                                                           ("stride", "padding", "dilation", "groups")}, node.name)
     out = infer_node(conv, [TensorType(x.shape, "float32"), TensorType(w.shape, "float32")])[0]
@@ -114,8 +115,8 @@ def _qdense_type(node: Node, ins):
             ins[3].shape != channels or ins[3].dtype != "int32")):
         raise _fail(node, ins, f"multiplier float32 and bias int32 of shape {channels}")
     out_dtype = node.attr("out_dtype", "uint8")
-    if out_dtype not in QUANTIZED_DTYPES:
-        raise _fail(node, ins, f"out_dtype must be uint8 or int8, got {out_dtype!r}")
+    if out_dtype not in OUT_DTYPES:
+        raise _fail(node, ins, f"out_dtype must be uint8, int8 or float32 (dequantized), got {out_dtype!r}")
     return [TensorType(x.shape[:-1] + channels, out_dtype)]
 
 
@@ -195,6 +196,9 @@ def _requantize_ref(node: Node, acc, mult, bias, channel_axis: int):
     shape[channel_axis] = -1
     if bias is not None:
         acc = acc + bias.astype(np.int64).reshape(shape)
+    if node.attr("out_dtype", "uint8") == "float32":
+        y = acc.astype(np.float32) * mult.astype(np.float32).reshape(shape)
+        return np.maximum(y, np.float32(0)) if node.attr("relu", False) else y
     q = np.rint(acc.astype(np.float32) * mult.astype(np.float32).reshape(shape)).astype(np.int64)
     zero = int(node.attr("zero_point", 0))
     return saturate(q + zero, node.attr("out_dtype", "uint8"), zero if node.attr("relu", False) else None)

@@ -26,7 +26,9 @@ def requantize(acc: Tensor, multiplier: Tensor, bias: Tensor | None = None, zero
     index of `acc` along `channel_axes` (multiplier and bias have those axes' extents: [C] for NCHW,
     [C/b, b] for NCHW{b}c with axes (1, 4)). multiplier = input scale x weight scale / output scale
     (float32); bias = round(float bias / (input scale x weight scale)) (int32; None: 0). `relu`: results
-    below zero_point (negative before quantizing) become zero_point."""
+    below zero_point (negative before quantizing) become zero_point. out_dtype "float32": the dequantized
+    result float32(acc + bias[c]) * multiplier[c] (multiplier = input scale x weight scale), not rounded,
+    with relu at 0 (what a float epilogue before a later quantize reads)."""
     op = "requantize"
     expect_tensor(acc, op, "accumulator")
     expect_tensor(multiplier, op, "multiplier")
@@ -41,8 +43,15 @@ def requantize(acc: Tensor, multiplier: Tensor, bias: Tensor | None = None, zero
             raise ShapeError(f"{op}: '{t.name}' must be {dt} of shape {list(want)} (the extents of axes "
                              f"{list(axes)} of '{acc.name}'), got {t.dtype} {list(t.shape)}")
     dtype = as_dtype(out_dtype, f"{op} out_dtype")
-    if dtype.name not in ("uint8", "int8"):
-        raise ShapeError(f"{op}: out_dtype must be 'uint8' or 'int8', got {out_dtype!r}")
+    if dtype.name not in ("uint8", "int8", "float32"):
+        raise ShapeError(f"{op}: out_dtype must be 'uint8', 'int8' or 'float32', got {out_dtype!r}")
+    if dtype.name == "float32":
+        def dequantized(*idx):
+            c = tuple(idx[a] for a in axes)
+            total = (acc[idx] if bias is None else acc[idx] + bias[c]).astype("float32") * multiplier[c]
+            return te_max(total, const(0.0, "float32")) if relu else total
+
+        return compute(acc.shape, dequantized, name=name)
     lo, hi = dtype.int_range
     if relu:
         lo = max(lo, int(zero_point))
