@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import tempfile
 import time
 from collections import Counter
@@ -34,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .provenance import provenance, provenance_line
+from .provenance import provenance, provenance_line, save_run
 from .timing import alternating_medians, median_seconds
 
 
@@ -182,9 +181,7 @@ def main(argv=None) -> int:
     text = markdown(doc)
     print(text)
     if a.out:
-        a.out.mkdir(parents=True, exist_ok=True)
-        (a.out / f"{a.model}.json").write_text(json.dumps(doc, indent=1))
-        (a.out / f"{a.model}.md").write_text(text + "\n")
+        save_run(a.out, a.model, doc, text + "\n")
     return 0
 
 
