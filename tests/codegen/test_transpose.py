@@ -22,6 +22,10 @@ def _transposed(rows, cols, dtype="float32"):
     (12, 20, "float32", True),  # 4 x 4 blocks
     (30, 20, "float32", False),  # 30 has no power-of-two factor >= 4: plain loops
     (3, 64, "float32", False),  # a stride below the block edge: plain loops
+    (64, 48, "uint8", True),  # 16 x 16 byte blocks
+    (24, 8, "uint8", True),  # 8 x 8 byte blocks
+    (32, 16, "int16", True),
+    (16, 8, "int64", True),
 ])
 def test_transposing_copy_is_blocked_and_exact(target, rows, cols, dtype, blocked):
     t = as_target("cpu") if target == "native" else AVX2

@@ -300,7 +300,7 @@ class CCodeGen(CRenderer):
         self.parallel_depth -= inside
 
     def _for(self, s: For) -> None:
-        nest = transpose_nest(s, self.vector_bytes // 4) if self.vector_bytes else None
+        nest = transpose_nest(s, self.vector_bytes) if self.vector_bytes else None
         if nest is None or id(nest.store.buffer) in self.promoted or id(nest.store.value.tensor) in self.promoted:
             return super().stmt_For(s)
         self._transpose(nest)
