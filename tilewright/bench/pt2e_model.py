@@ -46,7 +46,8 @@ def convert(model, spec, reduced: bool, calibration: int):
         return convert_pt2e(prepared)
 
 
-def run(model_name: str, threads: int, rounds: int, reduced: bool, calibration: int) -> dict:
+def run(model_name: str, threads: int, rounds: int, reduced: bool, calibration: int,
+        records: Path | None = None) -> dict:
     import torch
 
     import tilewright as tw
@@ -63,7 +64,7 @@ def run(model_name: str, threads: int, rounds: int, reduced: bool, calibration: 
     x = xt.numpy()
     graph = from_torch(converted, (xt,))
     start = time.perf_counter()
-    module = tw.compile(graph, [x], layout="NCHWc", progress=False)
+    module = tw.compile(graph, [x], layout="NCHWc", progress=False, records=records)
     compile_s = time.perf_counter() - start
     ours = np.asarray(module(x))
     optimized = optimize.optimize(graph)
@@ -85,7 +86,7 @@ def run(model_name: str, threads: int, rounds: int, reduced: bool, calibration: 
     for side, y in (("tilewright", ours), ("PyTorch compiled", theirs)):
         if np.abs(y - eager_ref).max() > 0.05 * np.abs(eager_ref).max():
             raise AssertionError(f"{side} differs from the converted model by {np.abs(y - eager_ref).max()}")
-    fp32_module = tw.compile(from_torch(model, (xt,)), [x], layout="NCHWc", progress=False)
+    fp32_module = tw.compile(from_torch(model, (xt,)), [x], layout="NCHWc", progress=False, records=records)
     kinds = {op: sum(1 for n in optimized.nodes if n.op == op) for op in ("qconv2d", "qdense", "conv2d", "dense")}
 
     def torch_call(fn):
@@ -132,9 +133,10 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--reduced", action="store_true", help="the model's small test configuration")
     p.add_argument("--calibration", type=int, default=4)
+    p.add_argument("--records", type=Path, help="the tuning records to read (default: the user's store)")
     p.add_argument("--out", type=Path)
     a = p.parse_args(argv)
-    doc = run(a.model, a.threads, a.rounds, a.reduced, a.calibration)
+    doc = run(a.model, a.threads, a.rounds, a.reduced, a.calibration, a.records)
     text = markdown(doc)
     print(text)
     if a.out:
