@@ -30,6 +30,7 @@ from ..ir.expr import (
     Var,
 )
 from ..ir.stmt import Allocate, For, IfThenElse, LetStmt, Seq, Stmt, Store
+from ..ir.traverse import loaded_tensors
 from .capabilities import C_CAPS, Capabilities
 from .names import NameTable
 
@@ -339,6 +340,23 @@ class CRenderer:
         if lanes == 1:
             return slots[offset]
         return f"{slots[offset - offset % lanes]}[{offset % lanes}]"  # one lane of a vector slot
+
+    def slot_fill_lanes(self, stmts, n: int) -> int:
+        """The slot's lanes if `stmts[n:]` starts with scalar stores to lanes 0 .. lanes-1 of one vector
+        register slot, in order, none reading the slot's buffer; else 0."""
+        first = stmts[n]
+        if not (isinstance(first, Store) and id(first.buffer) in self.promoted and isinstance(first.indices[0], Const)
+                and first.value.dtype.lanes == 1):
+            return 0
+        lanes, base = self.promoted_lanes[id(first.buffer)], first.indices[0].value
+        if lanes == 1 or base % lanes or n + lanes > len(stmts):
+            return 0
+        for j, st in enumerate(stmts[n:n + lanes]):
+            if not (isinstance(st, Store) and st.buffer is first.buffer and isinstance(st.indices[0], Const)
+                    and st.indices[0].value == base + j and st.value.dtype.lanes == 1) \
+                    or any(t is first.buffer for t in loaded_tensors(st.value)):
+                return 0
+        return lanes
 
     def stmt_Allocate(self, s: Allocate) -> None:
         raise BuildError("this dialect does not allocate buffers")

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from ..errors import BuildError
 from ..ir.dtype import DType
-from ..ir.expr import Binary, BinOp, Broadcast, Call, Cast, Compare, Const, Intrinsic, Load, Ramp, Select
+from ..ir.expr import Binary, BinOp, Broadcast, Call, Cast, Compare, Intrinsic, Load, Ramp, Select
 from ..ir.stmt import Allocate, Fence, For, ForKind, IntrinCall, Store
-from ..ir.traverse import loaded_tensors
 from .base import CRenderer
 from .heap import ALLOC_LARGE, HUGE_PAGES, LARGE_BYTES, workspaces
 from .intrinsic_calls import render_intrinsic_call
@@ -23,7 +22,7 @@ from .strided import (
     strided_load_helper,
 )
 from .transpose import TransposeNest, transpose_helper, transpose_nest
-from .vector_math import mvec_symbol
+from .vector_math import vector_math_helper
 from .x86_vector_ops import minmax_helper, round_to_int_helper
 
 STACK_LIMIT = 64 * 1024  # bytes; larger buffers go to the heap
@@ -219,28 +218,11 @@ class CCodeGen(CRenderer):
         return self.vector_call(e.func, e.dtype, args)
 
     def vector_call(self, func: Intrinsic, dtype, args: list[str]) -> str:
-        """A vector math call: libmvec's vector function where the build links it (TW_LIBMVEC, see
-        build/vector_math.py) and the ISA has the width, else one libm call per lane."""
+        """A vector math call: libmvec's vector function where the build links it, else per lane."""
         t = self.vector_type(dtype)
-        name = f"tw_{func.value}_{t[3:]}"
-        params = ", ".join(f"{t} a{k}" for k in range(len(args)))
-        lane_args = [f"a{k}[l]" for k in range(len(args))]
-        body = self.scalar_call(func, lane_args, dtype.scalar)
-        per_lane = (f"static inline {t} {name}({params}) {{ {t} r; for (int l = 0; l < {dtype.lanes}; ++l) "
-                    f"r[l] = {body}; return r; }}")
-        mvec = mvec_symbol(func.value, dtype.bits, dtype.lanes) if dtype.is_float else None
-        if mvec is None:
-            self.helpers.setdefault(name, per_lane)
-        else:  # the ABI passes naturally aligned vectors: a second, aligned type for the call
-            sym, isa = mvec
-            elem = "float" if dtype.bits == 32 else "double"
-            nat = f"{t}_abi"
-            self.helpers.setdefault(
-                name, f"#if defined(TW_LIBMVEC) && defined({isa})\n"
-                      f"typedef {elem} {nat} __attribute__((vector_size({dtype.bits // 8 * dtype.lanes})));\n"
-                      f"extern {nat} {sym}({nat});\n"
-                      f"static inline {t} {name}({t} a0) {{ return ({t}){sym}(({nat})a0); }}\n"
-                      f"#else\n{per_lane}\n#endif")
+        lane_call = self.scalar_call(func, [f"a{k}[l]" for k in range(len(args))], dtype.scalar)
+        name, definition = vector_math_helper(func.value, dtype, t, len(args), lane_call)
+        self.helpers.setdefault(name, definition)
         return f"{name}({', '.join(args)})"
 
     # ---- statements -------------------------------------------------------
@@ -252,7 +234,7 @@ class CCodeGen(CRenderer):
         stmts, n = s.stmts, 0
         while n < len(stmts):
             k = interleaved_run(stmts, n, self.promoted)
-            lanes = self._slot_fill(stmts, n)
+            lanes = self.slot_fill_lanes(stmts, n)
             if k:
                 self._interleave(stmts[n:n + k])
                 n += k
@@ -264,23 +246,6 @@ class CCodeGen(CRenderer):
             else:
                 self.stmt(stmts[n])
                 n += 1
-
-    def _slot_fill(self, stmts, n: int) -> int:
-        """The slot's lanes if `stmts[n:]` starts with scalar stores to lanes 0 .. lanes-1 of one vector
-        register slot, in order, none reading the slot's buffer; else 0."""
-        first = stmts[n]
-        if not (isinstance(first, Store) and id(first.buffer) in self.promoted and isinstance(first.indices[0], Const)
-                and first.value.dtype.lanes == 1):
-            return 0
-        lanes, base = self.promoted_lanes[id(first.buffer)], first.indices[0].value
-        if lanes == 1 or base % lanes or n + lanes > len(stmts):
-            return 0
-        for j, st in enumerate(stmts[n:n + lanes]):
-            if not (isinstance(st, Store) and st.buffer is first.buffer and isinstance(st.indices[0], Const)
-                    and st.indices[0].value == base + j and st.value.dtype.lanes == 1) \
-                    or any(t is first.buffer for t in loaded_tensors(st.value)):
-                return 0
-        return lanes
 
     def _interleave(self, run) -> None:
         d = run[0].value.dtype

@@ -117,11 +117,11 @@ def _dynamic_quantize_linear(imp, n, ins, a):
     zero_f = imp.b.constant(np.zeros((), np.float32), n.output[0] + "_zero_f")
     low = imp.emit("minimum", [_global_reduce(imp, x, "reduce_min"), zero_f])
     high = imp.emit("maximum", [_global_reduce(imp, x, "reduce_max"), zero_f])
-    out = [o if len(n.output) > k and o else None for k, o in enumerate([*n.output, None, None][:3])]
-    scale = imp.emit("dynamic_scale", [low, high], {}, out[1])
+    out = [*n.output, "", ""][:3]  # y_scale and y_zero_point may be left unnamed
+    scale = imp.emit("dynamic_scale", [low, high], {}, out[1] or None)
     zero = imp.emit("quantize", [imp.emit("neg", [low]), scale,
                                  imp.b.constant(np.zeros((), np.uint8), n.output[0] + "_zero_u8")], {"axis": 0},
-                    out[2])
+                    out[2] or None)
     imp.emit("quantize", [x, scale, zero], {"axis": 0}, n.output[0])
 
 
