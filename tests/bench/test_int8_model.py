@@ -46,6 +46,9 @@ def test_pt2e_model_driver_end_to_end(tmp_path):
                             "--records", str(tmp_path / "r.sqlite"), "--out", str(out)]) == 0
     doc = json.loads((out / "resnet18.json").read_text())
     assert doc["kernels"]["qconv2d"] > 0 and doc["kernels"]["conv2d"] == 0
+    import torch
+
+    assert torch._inductor.config.freezing is False  # the frozen compile left the global config as it was
     assert set(doc["ms"]) == {"tilewright int8", "PyTorch int8 (torch.compile, frozen)", "PyTorch fp32 eager",
                               "tilewright fp32 (defaults)"}
 
