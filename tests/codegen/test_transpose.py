@@ -79,3 +79,18 @@ def test_loops_that_are_not_one_run_stay_loops():
     out = np.zeros((16, 8, 32), "float32")
     k(x, out)
     np.testing.assert_array_equal(out, x.transpose(2, 1, 0))
+
+
+@pytest.mark.parametrize("dtype,block", [("uint8", 4), ("uint8", 8), ("uint8", 16), ("float32", 8),
+                                         ("float32", 16)])
+def test_a_relayout_into_channel_blocks_never_stores_an_element_alone(dtype, block):
+    """NCHW -> NCHW{b}c: the default takes the channel block whole into the tile, and its b stores at
+    stride b become one interleave (at most 128 bytes) or b x b transposes (wider), exact either way."""
+    x = tw.placeholder((1, 32, 8, 16), dtype, name="x")
+    y = tw.ops.layout_transform(x, "NCHW", f"NCHW{block}c", name="y")
+    k = tw.build([x, y], target=as_target("cpu"))
+    assert "tw_scatter_" not in k.source
+    xa = (np.arange(32 * 8 * 16) * 7 % 251).reshape(x.shape).astype(dtype)
+    out = np.zeros(y.shape, dtype)
+    k(xa, out)
+    np.testing.assert_array_equal(out, xa.reshape(1, 32 // block, block, 8, 16).transpose(0, 1, 3, 4, 2))

@@ -12,11 +12,11 @@ from ..ir.expr import Binary, BinOp, Broadcast, Call, Cast, Compare, Intrinsic, 
 from ..ir.stmt import Allocate, Fence, For, ForKind, IntrinCall, Store
 from .base import CRenderer
 from .heap import ALLOC_LARGE, HUGE_PAGES, LARGE_BYTES, workspaces
+from .interleaved_stores import InterleavedStores
 from .intrinsic_calls import render_intrinsic_call
 from .strided import (
     SHUFFLE_MACRO,
     integer_cast_helper,
-    interleave_helper,
     interleaved_run,
     scatter_helper,
     strided_load_helper,
@@ -59,7 +59,7 @@ class CSource:
         return self.text
 
 
-class CCodeGen(CRenderer):
+class CCodeGen(InterleavedStores, CRenderer):
     def __init__(self, vector_bytes: int = 0):
         """`vector_bytes`: the target's vector width, for blocked transposing copies (0: none)."""
         super().__init__()
@@ -234,10 +234,14 @@ class CCodeGen(CRenderer):
         stmts, n = s.stmts, 0
         while n < len(stmts):
             k = interleaved_run(stmts, n, self.promoted)
+            wide = interleaved_run(stmts, n, self.promoted, wide=True)
             lanes = self.slot_fill_lanes(stmts, n)
             if k:
-                self._interleave(stmts[n:n + k])
+                self.interleave(stmts[n:n + k])
                 n += k
+            elif wide:
+                self.interleave_blocked(stmts[n:n + wide])
+                n += wide
             elif lanes:
                 slot = self.promoted[id(stmts[n].buffer)][stmts[n].indices[0].value]
                 t = self.type_name(stmts[n].value.dtype.with_lanes(lanes))
@@ -246,17 +250,6 @@ class CCodeGen(CRenderer):
             else:
                 self.stmt(stmts[n])
                 n += 1
-
-    def _interleave(self, run) -> None:
-        d = run[0].value.dtype
-        k, lanes = len(run), d.lanes
-        wide = self.vector_type(d.with_lanes(k * lanes))
-        name, definition = interleave_helper(k, lanes, self.vector_type(d), wide,
-                                             self.vector_type(d.with_lanes(2 * lanes)))
-        self.helpers.setdefault(name, definition)
-        buf = self.names.of(run[0].buffer, run[0].buffer.name)
-        values = ", ".join(self.expr(st.value) for st in run)
-        self.emit(f"*({wide} *)(&{buf}[{self.expr(run[0].indices[0].base)}]) = {name}({values});")
 
     def stmt_For(self, s: For) -> None:
         inside = s.kind is ForKind.PARALLEL  # buffers allocated inside belong to one thread's iteration

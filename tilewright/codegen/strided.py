@@ -117,15 +117,17 @@ def scatter_helper(stride: int, lanes: int, vector_t: str, scalar_t: str) -> tup
     return name, f"static inline void {name}({scalar_t} *p, {vector_t} v) {{ {stores} }}"
 
 
-def interleaved_run(stmts, n: int, promoted) -> int:
+def interleaved_run(stmts, n: int, promoted, wide: bool = False) -> int:
     """k if `stmts[n:n + k]` are k vector stores at stride k to offsets 0 .. k-1 of one buffer (k = 2
-    or 4, at most 64 bytes together, none reading what an earlier one wrote), else 0."""
+    or 4, at most 128 bytes together; with `wide`, k = 4, 8 or 16 dividing the lanes, over 128 bytes),
+    none reading what an earlier one wrote, else 0."""
     first = stmts[n]
     if not (isinstance(first, Store) and isinstance(first.indices[0], Ramp) and first.value.dtype.lanes > 1):
         return 0
     k, lanes = first.indices[0].stride, first.value.dtype.lanes
-    if k not in (2, 4) or n + k > len(stmts) or k * lanes * first.value.dtype.bytes > 128 \
-            or id(first.buffer) in promoted:
+    small = k * lanes * first.value.dtype.bytes <= 128
+    fits = (k in (4, 8, 16) and lanes % k == 0 and not small) if wide else (k in (2, 4) and small)
+    if not fits or n + k > len(stmts) or id(first.buffer) in promoted:
         return 0
     base = to_linear(first.indices[0].base)
     for j in range(1, k):
@@ -139,6 +141,19 @@ def interleaved_run(stmts, n: int, promoted) -> int:
         if any(isinstance(x, Load) and x.tensor is first.buffer for x in walk(st.value)):
             return 0
     return k
+
+
+def blocked_interleave_helper(k: int, lanes: int, vector_t: str, scalar_t: str, transpose: str) -> tuple[str, str]:
+    """(name, definition) of `name(dst, v0, .., v{k-1})`: dst[n * k + j] = v_j[n], the `k` vectors of
+    `lanes` lanes interleaved as `lanes / k` k x k transposes (`transpose`: codegen/transpose.py's helper
+    over k-lane vectors), for a relayout into 8- or 16-channel blocks."""
+    name = f"tw_interleave_blocked{k}_{vector_t[3:]}"
+    args = ", ".join(f"{vector_t} v{j}" for j in range(k))
+    rows = ", ".join(f"v{j}" for j in range(k))
+    return name, (f"static inline void {name}({scalar_t} *restrict dst, {args}) {{\n"
+                  f"  {vector_t} rows[{k}] = {{{rows}}};\n"
+                  f"  for (int c = 0; c < {lanes // k}; ++c) {transpose}(dst + {k * k} * c, {k}, "
+                  f"(const {scalar_t} *)rows + {k} * c, {lanes});\n}}")
 
 
 def narrowing_helper(lanes: int, ratio: int, src_t: str, dst_t: str, wide_t: str,
@@ -228,5 +243,6 @@ def interleave_helper(k: int, lanes: int, vector_t: str, wide_t: str, pair_t: st
                   f"#else\n  {slow}\n#endif\n}}")
 
 
-__all__ = ["SHUFFLE_MACRO", "StridedPlan", "interleave_helper", "interleaved_run", "narrowing_helper",
+__all__ = ["SHUFFLE_MACRO", "StridedPlan", "blocked_interleave_helper", "interleave_helper", "interleaved_run",
+           "narrowing_helper",
            "scatter_helper", "shuffle_steps", "strided_load_helper", "strided_plan"]

@@ -337,11 +337,12 @@ def epilogue_cycles(plan: CpuPlan, tile: dict, vpos: int) -> float:
     steps = math.prod(lp.extent for lp in plan.main.reduce)
     k = tile.get(last, 1)
     rows = math.prod(f for n, f in tile.items() if n not in (vpos, last))
-    if k == plan.main.spatial[last].extent and k in (2, 4) and rows == 1 \
-            and k * tile[vpos] * plan.main.tensor.dtype.bytes <= 128:
-        # the k stores a contiguous run apart interleave into one (codegen/strided.py): a relayout into
-        # 4-channel blocks, 0.34 -> 0.19 ms for 256 x 56 x 56 bytes on Zen 3; other rows (3 channel
-        # blocks) split the runs and ran at 0.30-0.35 ms
+    size = k * tile.get(vpos, 1) * plan.main.tensor.dtype.bytes
+    small, wide = k in (2, 4) and size <= 128, k in (4, 8, 16) and size > 128 and tile.get(vpos, 1) % k == 0
+    if k == plan.main.spatial[last].extent and rows == 1 and (small or wide):
+        # the k stores a contiguous run apart interleave into one (codegen/strided.py; wider ones as k x k
+        # transposes, codegen/interleaved_stores.py): a relayout into 4-channel blocks, 0.34 -> 0.19 ms for
+        # 256 x 56 x 56 bytes on Zen 3; other rows (3 channel blocks) split the runs and ran at 0.30-0.35 ms
         return math.prod(tile.values()) * EPILOGUE_CYCLES / tile[vpos] / max(steps, 1)
     return math.prod(tile.values()) * EPILOGUE_CYCLES / max(steps, 1)
 
