@@ -161,20 +161,25 @@ def markdown(doc: dict) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def model_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The options every quantized-model bench takes (this one and `pt2e_model`)."""
     p.add_argument("--model", default="resnet50")
-    p.add_argument("--trials", type=int, default=0)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--reduced", action="store_true", help="the model's small test configuration")
+    p.add_argument("--calibration", type=int, default=4, help="random inputs the quantizer calibrates on")
+    p.add_argument("--records", type=Path, help="the tuning records to read (default: the user's store)")
+    p.add_argument("--out", type=Path)
+    return p
+
+
+def main(argv=None) -> int:
+    p = model_arguments(argparse.ArgumentParser(description=__doc__.split("\n\n")[0]))
+    p.add_argument("--trials", type=int, default=0)
     p.add_argument("--full-range", action="store_true", help="8-bit weights (ONNX Runtime saturates on AVX2)")
-    p.add_argument("--calibration", type=int, default=4)
     p.add_argument("--layout", default="NCHWc", help="compile's layout (NCHW leaves int8 convs plain and slow)")
-    p.add_argument("--records", type=Path)
     p.add_argument("--dynamic", action="store_true",
                    help="quantize_dynamic (DynamicQuantizeLinear + MatMulInteger) instead of static QDQ")
-    p.add_argument("--out", type=Path)
     a = p.parse_args(argv)
     doc = run(a.model, a.trials, a.threads, a.rounds, a.reduced, not a.full_range, a.calibration, a.layout,
               a.records, a.dynamic)

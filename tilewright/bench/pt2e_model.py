@@ -128,15 +128,9 @@ def markdown(doc: dict) -> str:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", default="resnet50")
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--reduced", action="store_true", help="the model's small test configuration")
-    p.add_argument("--calibration", type=int, default=4)
-    p.add_argument("--records", type=Path, help="the tuning records to read (default: the user's store)")
-    p.add_argument("--out", type=Path)
-    a = p.parse_args(argv)
+    from .int8_model import model_arguments
+
+    a = model_arguments(argparse.ArgumentParser(description=__doc__.split("\n\n")[0])).parse_args(argv)
     doc = run(a.model, a.threads, a.rounds, a.reduced, a.calibration, a.records)
     text = markdown(doc)
     print(text)

@@ -234,7 +234,7 @@ class CCodeGen(InterleavedStores, CRenderer):
         stmts, n = s.stmts, 0
         while n < len(stmts):
             k = interleaved_run(stmts, n, self.promoted)
-            wide = interleaved_run(stmts, n, self.promoted, wide=True)
+            wide = 0 if k else interleaved_run(stmts, n, self.promoted, wide=True)
             lanes = self.slot_fill_lanes(stmts, n)
             if k:
                 self.interleave(stmts[n:n + k])

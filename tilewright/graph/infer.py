@@ -392,7 +392,7 @@ _RULES = {
     "softmax": _softmax, "max_pool2d": _pool, "avg_pool2d": _pool, "mean": _mean, "reshape": _reshape,
     "permute": _permute, "pad": _pad, "concat": _concat, "slice": _slice, "layout_transform": _layout_transform,
     "winograd_input": _winograd_input, "winograd_output": _winograd_output, **QUANTIZED_TYPES,
-    **INTEGER_TYPES,
+    **INTEGER_TYPES, "reduce_max": _mean, "reduce_min": _mean,
 }
 
 

@@ -19,9 +19,8 @@ from ..errors import ShapeError
 from ..te import compute, reduce_axis, select
 from ..te import max as te_max
 from ..te import min as te_min
-from ..te import sum as te_sum
 from .ir import Node, TensorType
-from .quantized_ops import DENSE_BLOCK
+from .quantized_ops import DENSE_BLOCK, dense_accumulator
 
 CAST_DTYPES = ("bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64")
 
@@ -44,17 +43,6 @@ def _cast_type(node: Node, ins):
     return [TensorType(ins[0].shape, to)]
 
 
-def _reduce_type(node: Node, ins):
-    from .infer import reduce_axes
-
-    shape = ins[0].shape
-    axes = reduce_axes(node, len(shape), ins)
-    keep = node.attr("keepdims", True)
-    out = tuple(1 if i in axes else d for i, d in enumerate(shape)) if keep else \
-        tuple(d for i, d in enumerate(shape) if i not in axes)
-    return [TensorType(out, ins[0].dtype)]
-
-
 def _dynamic_scale_type(node: Node, ins):
     if any(t.dtype != "float32" or t.shape not in ((), (1,)) for t in ins):
         raise _fail(node, ins, "low and high must be float32 scalars (x's range widened to hold 0)")
@@ -74,8 +62,8 @@ def _matmul_integer_type(node: Node, ins):
     return [TensorType((*x.shape[:-1], n), "int32")]
 
 
-TYPES = {"cast": _cast_type, "reduce_max": _reduce_type, "reduce_min": _reduce_type,
-         "dynamic_scale": _dynamic_scale_type, "matmul_integer": _matmul_integer_type}
+# reduce_max / reduce_min take mean's type rule (graph/infer.py)
+TYPES = {"cast": _cast_type, "dynamic_scale": _dynamic_scale_type, "matmul_integer": _matmul_integer_type}
 
 
 # --- reference ---
@@ -151,14 +139,7 @@ def lower_dynamic_scale(node: Node, a: list, name: str):
 def lower_matmul_integer(node: Node, a: list, name: str):
     x, w = a[:2]
     bias = a[2] if len(a) > 2 else None
-    k = reduce_axis(x.shape[-1], "k")
-
-    def body(*i):
-        n = i[-1]
-        return te_sum(x[i[:-1] + (k,)].astype("int32")
-                      * w[n // DENSE_BLOCK, k // 4, n % DENSE_BLOCK, k % 4].astype("int32"), axis=k)
-
-    acc = compute((*x.shape[:-1], w.shape[0] * DENSE_BLOCK), body, name=f"{name}_acc" if bias is not None else name)
+    acc = dense_accumulator(x, w, f"{name}_acc" if bias is not None else name)
     if bias is None:
         return acc
     return compute(acc.shape, lambda *i: acc[i] + bias[i[-1]], name=name)

@@ -236,12 +236,11 @@ def lower_qconv2d(node: Node, a: list, name: str):
                           relu=bool(node.attr("relu", False)), name=name)
 
 
-def lower_qdense(node: Node, a: list, name: str):
+def dense_accumulator(x, w, name: str):
+    """acc[..., n] = sum_k x[..., k] * W[n, k] in int32, the weight stored [N/8, K/4, 8, 4]."""
     from ..te import compute, reduce_axis
     from ..te import sum as te_sum
 
-    x, w, mult = a[:3]
-    bias = a[3] if len(a) > 3 else None
     k = reduce_axis(x.shape[-1], "k")
 
     def body(*i):
@@ -249,7 +248,13 @@ def lower_qdense(node: Node, a: list, name: str):
         return te_sum(x[i[:-1] + (k,)].astype("int32")
                       * w[n // DENSE_BLOCK, k // 4, n % DENSE_BLOCK, k % 4].astype("int32"), axis=k)
 
-    acc = compute((*x.shape[:-1], w.shape[0] * DENSE_BLOCK), body, name=f"{name}_acc")
+    return compute((*x.shape[:-1], w.shape[0] * DENSE_BLOCK), body, name=name)
+
+
+def lower_qdense(node: Node, a: list, name: str):
+    x, w, mult = a[:3]
+    bias = a[3] if len(a) > 3 else None
+    acc = dense_accumulator(x, w, f"{name}_acc")
     return ops.requantize(acc, mult, bias, zero_point=int(node.attr("zero_point", 0)), channel_axes=(acc.ndim - 1,),
                           out_dtype=node.attr("out_dtype", "uint8"), relu=bool(node.attr("relu", False)), name=name)
 
@@ -261,5 +266,5 @@ LOWER = {
     "qdense": lower_qdense,
 }
 
-__all__ = ["TYPES", "REFERENCE", "LOWER", "QUANTIZED_DTYPES", "DENSE_BLOCK", "saturate", "pack_qconv_weight",
-           "unpack_qconv_weight", "pack_dense_weight"]
+__all__ = ["TYPES", "REFERENCE", "LOWER", "QUANTIZED_DTYPES", "DENSE_BLOCK", "dense_accumulator", "saturate",
+           "pack_qconv_weight", "unpack_qconv_weight", "pack_dense_weight"]
