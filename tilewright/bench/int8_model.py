@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .provenance import provenance, provenance_line, save_run
+from .provenance import provenance, provenance_line, publish
 from .timing import alternating_medians, median_seconds
 
 
@@ -183,11 +183,7 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     doc = run(a.model, a.trials, a.threads, a.rounds, a.reduced, not a.full_range, a.calibration, a.layout,
               a.records, a.dynamic)
-    text = markdown(doc)
-    print(text)
-    if a.out:
-        save_run(a.out, a.model, doc, text + "\n")
-    return 0
+    return publish(a.out, a.model, doc, markdown(doc))
 
 
 if __name__ == "__main__":

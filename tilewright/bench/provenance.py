@@ -112,3 +112,11 @@ def save_run(out, stem: str, doc: dict, markdown: str) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{stem}.json").write_text(json.dumps(doc, indent=1))
     (out / f"{stem}.md").write_text(markdown)
+
+
+def publish(out, stem: str, doc: dict, markdown: str) -> int:
+    """Print a run's table and, with `out`, save it (`save_run`); a driver's exit status (0)."""
+    print(markdown)
+    if out:
+        save_run(out, stem, doc, markdown + "\n")
+    return 0

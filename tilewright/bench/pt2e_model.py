@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .provenance import provenance, provenance_line, save_run
+from .provenance import provenance, provenance_line, publish
 from .timing import alternating_medians, median_seconds
 
 
@@ -132,11 +132,7 @@ def main(argv=None) -> int:
 
     a = model_arguments(argparse.ArgumentParser(description=__doc__.split("\n\n")[0])).parse_args(argv)
     doc = run(a.model, a.threads, a.rounds, a.reduced, a.calibration, a.records)
-    text = markdown(doc)
-    print(text)
-    if a.out:
-        save_run(a.out, a.model, doc, text + "\n")
-    return 0
+    return publish(a.out, a.model, doc, markdown(doc))
 
 
 if __name__ == "__main__":

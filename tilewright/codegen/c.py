@@ -11,6 +11,7 @@ from ..ir.dtype import DType
 from ..ir.expr import Binary, BinOp, Broadcast, Call, Cast, Compare, Intrinsic, Load, Ramp, Select
 from ..ir.stmt import Allocate, Fence, For, ForKind, IntrinCall, Store
 from .base import CRenderer
+from .bf16_vectors import render_bf16_cast
 from .heap import ALLOC_LARGE, HUGE_PAGES, LARGE_BYTES, workspaces
 from .interleaved_stores import InterleavedStores
 from .intrinsic_calls import render_intrinsic_call
@@ -72,8 +73,6 @@ class CCodeGen(InterleavedStores, CRenderer):
     # ---- vectors ----------------------------------------------------------
     def vector_type(self, d: DType) -> str:
         name = f"tw_{d.name}x{d.lanes}"
-        if d.name == "bfloat16":
-            raise BuildError("bfloat16 vectors are not supported by the C code generator; do not vectorize them")
         if d.is_bool:  # comparison masks: same-width signed integers
             raise BuildError("bool vectors are rendered as masks")
         scalar = self.scalar_type(d.scalar)
@@ -202,6 +201,8 @@ class CCodeGen(InterleavedStores, CRenderer):
             if rounding is not None:
                 self.helpers.setdefault(*rounding)
                 return f"{rounding[0]}({self.expr(value.args[0])})"
+        if "bfloat16" in (value.dtype.name, e.dtype.name):
+            return render_bf16_cast(self, e)
         found = integer_cast_helper(value.dtype, e.dtype, self.vector_type)
         if found is not None:
             self.helpers.setdefault(*found)

@@ -39,7 +39,10 @@ def compile(model, example_inputs=None, target="cpu", trials: int = 0, records=N
     convolution direct.
     `dtype`: "float32", or on GPU targets "float16": weights and activations stored as float16, every
     sum (convolution, dense, pooling, softmax, normalisation) accumulated in float32; the inputs and
-    outputs are float16 (graph/half_precision.py).
+    outputs are float16 (graph/half_precision.py); on CPU targets "bfloat16": convolutions (groups 1) and
+    dense layers multiply bfloat16 operands and accumulate in float32 (AVX-512 BF16 `vdpbf16ps` where the
+    target has it), activations between them stored bfloat16, the rest float32; inputs and outputs stay
+    float32 (graph/bfloat16.py).
     `name`: the model's name in progress lines and summaries (default: its class name).
     On target "vta" the float model is quantized with power-of-two scales fixed on `calibration`
     (default: the example inputs) and its convolutions offloaded (graph/vta_offload.py).
@@ -70,13 +73,17 @@ def compile(model, example_inputs=None, target="cpu", trials: int = 0, records=N
         from .device_build import check_dtype
 
         check_dtype(dtype, tgt)  # before the frontend's work
-    elif dtype != "float32":
+    elif dtype not in ("float32", "bfloat16"):
         from ..errors import ShapeError
 
         raise ShapeError(f"compile: dtype {dtype!r} is for GPU targets ('cuda', 'opencl'); CPU models run "
-                         f"float32: pass dtype='float32'")
+                         f"'float32' or 'bfloat16'")
     graph = model if isinstance(model, Graph) else _as_graph(model, example_inputs, name)
     graph = optimize(infer_types(graph))
+    if dtype == "bfloat16" and not tgt.is_gpu:
+        from .bfloat16 import to_bfloat16
+
+        graph = to_bfloat16(graph)
     if tgt.kind == "vta":
         from .vta_offload import compile_for_vta
 

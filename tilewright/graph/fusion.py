@@ -94,6 +94,18 @@ def _is_prologue(graph: Graph, node: Node, outputs: set[str], position: dict[str
     return elementwise and any(position.get(v, -1) > mine and not graph.is_constant(v) for v in reader.inputs)
 
 
+def _side_cast(graph: Graph, node: Node, chain_of: dict, outputs: set[str]):
+    """The chain a cast to bfloat16 of its last value joins as a second output, though that value has
+    other readers (a residual stream kept float32 and also read by a bfloat16 convolution): the
+    group writes both instead of a kernel re-reading the float32 value to convert it."""
+    if node.op != "cast" or node.attr("dtype") != "bfloat16":
+        return None
+    c = chain_of.get(node.inputs[0])
+    if c is None or c.view or c.last != node.inputs[0] or c.pattern != Pattern.COMPLEX:
+        return None
+    return c
+
+
 def fuse(graph: Graph) -> Partition:
     """The partition of `graph` (zero pads first folded into the convolutions
     that read them, dead nodes dropped, types inferred if missing) into fused
@@ -123,11 +135,15 @@ def fuse(graph: Graph) -> Partition:
                 key = (c.pattern, position[v])  # a complex group first; on a tie, continue the latest chain
                 if c.accepts(node, v, graph) and (best_key is None or key > best_key):
                     best, best_key = c, key
-        if best is None:
+        branch = _side_cast(graph, node, chain_of, outputs) if best is None else None
+        if branch is not None:  # written beside the chain's last value, which stays its last
+            branch.nodes.append(node)
+        elif best is None:
             best = _Chain(node, view)
             chains.append(best)
         else:
             best.add(node)
+        best = best or branch
         for v in dict.fromkeys(node.inputs):
             if v in prologue:
                 best.nodes.insert(best.nodes.index(node), prologue.pop(v))

@@ -22,7 +22,7 @@ from ..te import min as te_min
 from .ir import Node, TensorType
 from .quantized_ops import DENSE_BLOCK, dense_accumulator
 
-CAST_DTYPES = ("bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64")
+CAST_DTYPES = ("bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64")
 
 
 def _fail(node: Node, ins, why: str) -> ShapeError:
@@ -31,6 +31,14 @@ def _fail(node: Node, ins, why: str) -> ShapeError:
 
 def _is_float(dtype: str) -> bool:
     return dtype.startswith("float") or dtype == "bfloat16"
+
+
+def _numpy_dtype(name: str) -> np.dtype:
+    if name == "bfloat16":
+        from .bfloat16 import bfloat16_dtype
+
+        return bfloat16_dtype()
+    return np.dtype(name)
 
 
 def _cast_type(node: Node, ins):
@@ -89,7 +97,7 @@ def reference_matmul_integer(node: Node, x, w, bias=None):
 
 
 REFERENCE = {
-    "cast": lambda n, x: x.astype(n.attr("dtype")),
+    "cast": lambda n, x: x.astype(_numpy_dtype(n.attr("dtype"))),
     "reduce_max": lambda n, x: np.max(x, axis=_axes(n, x.ndim), keepdims=bool(n.attr("keepdims", True))),
     "reduce_min": lambda n, x: np.min(x, axis=_axes(n, x.ndim), keepdims=bool(n.attr("keepdims", True))),
     "dynamic_scale": reference_dynamic_scale,

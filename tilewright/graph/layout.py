@@ -49,7 +49,8 @@ def _conv_channels(graph: Graph, node: Node) -> tuple[int, int, int] | None:
     if node.op != "conv2d" or not graph.is_constant(node.inputs[1]):
         return None
     x, w = graph.type_of(node.inputs[0]), graph.type_of(node.inputs[1])
-    if len(x.shape) != 4 or len(w.shape) != 4 or x.dtype not in ("float32", "float64"):
+    if len(x.shape) != 4 or len(w.shape) != 4 or x.dtype not in ("float32", "float64", "bfloat16") \
+            or (x.dtype == "bfloat16" and int(node.attr("groups", 1)) != 1):
         return None
     groups = int(node.attr("groups", 1))
     if groups != 1 and w.shape[1] != 1:
@@ -177,7 +178,7 @@ def convert_layout(graph: Graph, block: int, pick: Policy = every_conv, narrow: 
         if in_block and pick(graph, node, out_block):
             w = graph.constants[ins[1]]
             ib = 1 if int(node.attr("groups", 1)) > 1 else in_block
-            wp = add_constant(f"{ins[1]}_oihw{ib}i{out_block}o", blocked.pack_weight(w, ib, out_block))
+            wp = add_constant(f"{ins[1]}_oihw{ib}i{out_block}o", _pack_conv_weight(w, ib, out_block))
             attrs = {**node.attrs, "layout": blocked.blocked(out_block)}
             write_packed(node, (as_packed(ins[0], in_block), wp, *ins[2:]), out_block, attrs)
             continue
@@ -194,6 +195,17 @@ def convert_layout(graph: Graph, block: int, pick: Policy = every_conv, narrow: 
 
 
 _QUANTIZE_OPS = ("quantize", "dequantize")
+
+
+def _pack_conv_weight(w: np.ndarray, ib: int, ob: int) -> np.ndarray:
+    """A packed convolution's weight: OIHW{ib}i{ob}o, or for bfloat16 the channel pairs innermost
+    ([O/ob, C/ib, KH, KW, ib/2, ob, 2], what `vdpbf16ps` reads)."""
+    if w.dtype.name == "bfloat16":
+        from .bfloat16 import PAIR
+        from .quantized_ops import pack_qconv_weight
+
+        return pack_qconv_weight(w, ib, ob, PAIR)
+    return blocked.pack_weight(w, ib, ob)
 
 
 def _scalar_params(graph: Graph, node: Node) -> bool:

@@ -153,17 +153,19 @@ def reference_dequantize(node: Node, x, scale, zp):
 
 
 def unpack_qconv_weight(w: np.ndarray) -> np.ndarray:
-    """[O/ob, C/ib, KH, KW, ib/4, ob, 4] -> OIHW."""
+    """[O/ob, C/ib, KH, KW, ib/g, ob, g] -> OIHW."""
     ob_, cb, kh, kw, c2, ob, c4 = w.shape
     return np.ascontiguousarray(w.transpose(0, 5, 1, 4, 6, 2, 3).reshape(ob_ * ob, cb * c2 * c4, kh, kw))
 
 
-def pack_qconv_weight(w: np.ndarray, ib: int, ob: int) -> np.ndarray:
-    """OIHW -> [O/ob, C/ib, KH, KW, ib/4, ob, 4], input channels zero-padded to a multiple of ib."""
+def pack_qconv_weight(w: np.ndarray, ib: int, ob: int, group: int = 4) -> np.ndarray:
+    """OIHW -> [O/ob, C/ib, KH, KW, ib/g, ob, g] (g = `group`: 4 for int8, 2 for bf16 pairs), input
+    channels zero-padded to a multiple of ib."""
     o, c, kh, kw = w.shape
     cp = -(-c // ib) * ib
     w = np.pad(w, ((0, 0), (0, cp - c), (0, 0), (0, 0)))
-    return np.ascontiguousarray(w.reshape(o // ob, ob, cp // ib, ib // 4, 4, kh, kw).transpose(0, 2, 5, 6, 3, 1, 4))
+    return np.ascontiguousarray(w.reshape(o // ob, ob, cp // ib, ib // group, group, kh, kw)
+                                .transpose(0, 2, 5, 6, 3, 1, 4))
 
 
 def reference_qconv2d(node: Node, x, w, mult, bias=None):

@@ -217,9 +217,13 @@ def _evaluate(node: Node, xs: list[np.ndarray]) -> np.ndarray:
         return quantized_ops.REFERENCE[op](node, *xs)
     if op in integer_ops.REFERENCE:
         return integer_ops.REFERENCE[op](node, *xs)
+    if op in ("conv2d", "dense") and xs[0].dtype.name == "bfloat16":  # products of bfloat16 values are exact
+        xs = [x.astype(np.float32) for x in xs]  # in float32: the sums are float32 as the kernels' are
     block = blocked.block_of(a.pop("layout", None))
     if block:  # packed data: the same op on NCHW, packed again
-        plain = [blocked.from_blocked(xs[0]), *(blocked.unpack_weight(x) if x.ndim == 6 else x for x in xs[1:])]
+        plain = [blocked.from_blocked(xs[0]), *(blocked.unpack_weight(x) if x.ndim == 6 else
+                                                quantized_ops.unpack_qconv_weight(x) if x.ndim == 7 else x
+                                                for x in xs[1:])]
         return blocked.to_blocked(_evaluate(node.replace(attrs=a), plain), block)
     if op == "layout_transform":
         return blocked.transform(xs[0], a["src"], a["dst"])

@@ -75,11 +75,13 @@ def _materialize(e: Expr, lanes: int) -> Expr:
 
 
 class _Vectorizer:
-    def __init__(self, var: Var, lanes: int, base: Expr | None = None, scatter: bool = False):
+    def __init__(self, var: Var, lanes: int, base: Expr | None = None, scatter: bool = False,
+                 bf16_moves: bool = False):
         self.var = var
         self.lanes = lanes
         self.base = base  # the first lane's value of `var` (0 when None)
         self.scatter = scatter  # stores at a positive stride allowed (CPU)
+        self.bf16_moves = bf16_moves  # bfloat16 vectors loaded, stored, selected, cast to/from float32 (CPU)
         self.memo: dict[int, tuple[Expr, Expr]] = {}  # keeps shared subexpressions shared
 
     def expr(self, e: Expr) -> Expr:
@@ -109,7 +111,7 @@ class _Vectorizer:
             c, t, f = self.expr(e.cond), self.expr(e.t), self.expr(e.f)
             if max(_lanes(c), _lanes(t), _lanes(f)) == 1:
                 return replace(e, cond=c, t=t, f=f)
-            self._check(e.dtype)
+            self._check(e.dtype, move=True)
             if _lanes(c) > 1 and _cond_bits(e.cond) != e.dtype.bits:
                 raise _Unvectorizable("select mask width differs from the data width")
             if _lanes(c) > 1 and any(isinstance(n, Load) for b in (e.t, e.f) for n in walk(b)):
@@ -121,8 +123,11 @@ class _Vectorizer:
             v = self.expr(e.value)
             if _lanes(v) == 1:
                 return replace(e, value=v)
-            self._check(e.dtype)
-            self._check(e.value.dtype)
+            bf16 = "bfloat16" in (e.dtype.name, e.value.dtype.name)
+            if bf16 and {e.dtype.name, e.value.dtype.name} != {"bfloat16", "float32"}:
+                raise _Unvectorizable(f"vector cast {e.value.dtype} -> {e.dtype}")
+            self._check(e.dtype, move=bf16)
+            self._check(e.value.dtype, move=bf16)
             return Cast(_materialize(v, self.lanes), e.dtype.with_lanes(self.lanes))
         if isinstance(e, Call):
             args = [self.expr(a) for a in e.args]
@@ -140,8 +145,9 @@ class _Vectorizer:
             return Unary(e.op, _materialize(a, self.lanes), e.dtype.with_lanes(self.lanes))
         raise _Unvectorizable(f"cannot vectorize {type(e).__name__}")
 
-    def _check(self, dtype) -> None:
-        if dtype.scalar.name not in _VECTOR_DTYPES:
+    def _check(self, dtype, move: bool = False) -> None:
+        """`move`: the value is only loaded, stored, selected or converted (bfloat16 may be, on CPUs)."""
+        if dtype.scalar.name not in _VECTOR_DTYPES and not (move and self.bf16_moves and dtype.name == "bfloat16"):
             raise _Unvectorizable(f"no vector support for {dtype}")
 
     def binary(self, e: Binary) -> Expr:
@@ -163,7 +169,7 @@ class _Vectorizer:
         if _lanes(index) == 1:
             return replace(e, indices=(index,))
         if is_vector_load_index(index):
-            self._check(e.dtype)
+            self._check(e.dtype, move=True)
             return Load(e.tensor, (index,), e.dtype.with_lanes(self.lanes))
         raise _Unvectorizable(f"gather from '{e.tensor.name}'")
 
@@ -176,7 +182,7 @@ class _Vectorizer:
             if not (stride == 1 or (stride > 1 and self.scatter and s.buffer.scope is Scope.GLOBAL)):
                 raise _Unvectorizable("scatter store")
             value = self.expr(s.value)
-            self._check(s.value.dtype)
+            self._check(s.value.dtype, move=True)
             return Store(s.buffer, (index,), _broadcast(value, self.lanes))
         if isinstance(s, Seq):
             return seq(*[self.stmt(c) for c in s.stmts])
@@ -240,8 +246,9 @@ def vectorize(stmt: Stmt, vector_bytes: int | None = None) -> Stmt:
         if not one_vector and not vector_bytes:  # vector types need a power-of-two width
             return None
         try:
-            return _Vectorizer(s.var, lanes, scatter=bool(vector_bytes)).stmt(s.body) if one_vector \
-                else _strip_mine(s, vector_bytes)
+            if one_vector:
+                return _Vectorizer(s.var, lanes, scatter=bool(vector_bytes), bf16_moves=bool(vector_bytes)).stmt(s.body)
+            return _strip_mine(s, vector_bytes)
         except _Unvectorizable:
             if any(isinstance(st, Store) and not any(v is s.var for v in free_vars(st.indices[0]))
                    for st in walk_stmt(s.body)):
@@ -266,15 +273,15 @@ def _strip_mine(s: For, vector_bytes: int) -> Stmt | None:
     if count > 1:
         outer = Var(f"{var.name}.vec", var.dtype)
         base = arith.binary(BinOp.ADD, arith.const(begin, var.dtype), arith.binary(BinOp.MUL, outer, width))
-        body = _Vectorizer(var, width, base).stmt(s.body)
+        body = _Vectorizer(var, width, base, bf16_moves=True).stmt(s.body)
         parts.append(For(outer, arith.const(0, var.dtype), arith.const(count, var.dtype), ForKind.SERIAL, body))
     else:
-        parts.append(_Vectorizer(var, width, arith.const(begin, var.dtype)).stmt(s.body))
+        parts.append(_Vectorizer(var, width, arith.const(begin, var.dtype), bf16_moves=True).stmt(s.body))
     offset, rest = begin + count * width, extent - count * width
     for chunk in (1 << k for k in range(width.bit_length() - 2, -1, -1)):  # width/2, ..., 2, 1
         if rest & chunk:
             at = arith.const(offset, var.dtype)
-            parts.append(_Vectorizer(var, chunk, at).stmt(s.body) if chunk > 1 else
+            parts.append(_Vectorizer(var, chunk, at, bf16_moves=True).stmt(s.body) if chunk > 1 else
                          map_stmt(s.body, fexpr=lambda e, at=at: substitute(e, {var: at})))
             offset += chunk
     return seq(*parts)

@@ -48,7 +48,8 @@ def check_groups(groups, op: str) -> int:
     return ntuple(groups, 1, op, "groups", 1)[0]
 
 
-def check_bias(bias, x: Tensor, channels: int, op: str) -> None:
+def check_bias(bias, x: Tensor, channels: int, op: str, out_dtype=None) -> None:
+    """`bias` has one value per output channel, in the accumulator's dtype (`out_dtype`, else x's)."""
     if bias is None:
         return
     expect_tensor(bias, op, "bias")
@@ -57,7 +58,11 @@ def check_bias(bias, x: Tensor, channels: int, op: str) -> None:
             f"{op}: bias '{bias.name}' must have shape [{channels}] (one value per output channel), "
             f"got {list(bias.shape)}"
         )
-    expect_same_dtype(x, bias, op, "bias")
+    if out_dtype is None:
+        expect_same_dtype(x, bias, op, "bias")
+    elif bias.dtype != as_dtype(out_dtype):
+        raise DTypeError(f"{op}: bias '{bias.name}' has dtype {bias.dtype}; with out_dtype {as_dtype(out_dtype)} it "
+                         f"must be {as_dtype(out_dtype)} (the accumulator's dtype)")
 
 
 def add_bias(acc: Tensor, bias: Tensor | None, channel_index, names: Sequence[str], name: str) -> Tensor:
@@ -163,7 +168,7 @@ def conv_nd(x: Tensor, w: Tensor, bias: Tensor | None, stride, padding, dilation
         )
     before, after = conv_padding(padding, kernel, stride, dilation, op)
     out_spatial = out_sizes(x, sizes, kernel, stride, before, after, dilation, spatial, op)
-    check_bias(bias, x, out_channels, op)
+    check_bias(bias, x, out_channels, op, out_dtype)
 
     if channels_last:
         data = pad_axes(x, [0, *before, 0], [0, *after, 0], 0, name=f"{name}_pad")

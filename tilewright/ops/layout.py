@@ -122,46 +122,61 @@ def _packed_window(x: Tensor, w: Tensor, stride, padding, dilation, op: str, nam
     return data, out_spatial, window, stride, dilation
 
 
+_WEIGHT_LAYOUTS = {  # weight_layout -> (rank, axes of (input block, output block), description)
+    "io": (6, (4, 5), "OIHW{cb}i{ob}o: O/ob, C/cb, KH, KW, cb, ob"),
+    "oi": (6, (5, 4), "OIHW{ob}o{cb}i: O/ob, C/cb, KH, KW, ob, cb"),
+    "dot": (7, (4, 5), "O/ob, C/cb, KH, KW, cb/g, ob, g"),
+}
+
+
 def conv2d_nchwc(x: Tensor, w: Tensor, bias: Tensor | None = None, stride=1, padding=0, dilation=1,
                  name: str = "conv2d_nchwc", out_dtype=None, weight_layout: str = "io") -> Tensor:
     """Convolution on packed data: x [N, C/cb, H, W, cb] (NCHW{cb}c), w [O/ob, C/cb, KH, KW, cb, ob]
     (OIHW{cb}i{ob}o), bias [O] -> [N, O/ob, OH, OW, ob] (NCHW{ob}c). No groups.
-    `weight_layout="oi"`: w [O/ob, C/cb, KH, KW, ob, cb] (OIHW{ob}o{cb}i, what dot-product
-    instructions read: each output lane's input channels contiguous). `out_dtype` (TVM's):
-    both operands are cast to it before multiplying, so u8 x s8 accumulates in int32."""
+    `weight_layout="oi"`: w [O/ob, C/cb, KH, KW, ob, cb] (OIHW{ob}o{cb}i: each output lane's input
+    channels contiguous); `"dot"`: w [O/ob, C/cb, KH, KW, cb/g, ob, g], each output lane's g input
+    channels contiguous, what a g-wide dot-product instruction reads (g = 2 for bf16 `vdpbf16ps`,
+    4 for int8 `vpdpbusd`). `out_dtype` (TVM's): both operands are cast to it before multiplying,
+    so u8 x s8 accumulates in int32 and bf16 in float32."""
     op = "conv2d_nchwc"
     expect_tensor(x, op, "input")
     expect_tensor(w, op, "weight")
     expect_ndim(x, 5, op, "input", "NCHW{cb}c: N, C/cb, H, W, cb")
-    if weight_layout not in ("io", "oi"):
-        raise ShapeError(f"{op}: weight_layout must be 'io' (OIHW{{cb}}i{{ob}}o) or 'oi' (OIHW{{ob}}o{{cb}}i), "
+    if weight_layout not in _WEIGHT_LAYOUTS:
+        raise ShapeError(f"{op}: weight_layout must be one of {', '.join(map(repr, _WEIGHT_LAYOUTS))}, "
                          f"got {weight_layout!r}")
-    expect_ndim(w, 6, op, "weight", "OIHW{cb}i{ob}o: O/ob, C/cb, KH, KW, cb, ob" if weight_layout == "io"
-                else "OIHW{ob}o{cb}i: O/ob, C/cb, KH, KW, ob, cb")
+    rank, (cb_at, ob_at), described = _WEIGHT_LAYOUTS[weight_layout]
+    expect_ndim(w, rank, op, "weight", described)
     if out_dtype is None:
         expect_same_dtype(x, w, op, "weight")
     else:
         out_dtype = as_dtype(out_dtype, f"{op} out_dtype")
-    cb_at, ob_at = (4, 5) if weight_layout == "io" else (5, 4)
-    if (w.shape[1], w.shape[cb_at]) != (x.shape[1], x.shape[4]):
+    group = w.shape[6] if weight_layout == "dot" else 1
+    if (w.shape[1], w.shape[cb_at] * group) != (x.shape[1], x.shape[4]):
         raise ShapeError(
             f"{op}: weight '{w.name}' (shape {list(w.shape)}) must hold {x.shape[1]} input blocks of {x.shape[4]} "
-            f"channels (axes 1 and {cb_at}) to match input '{x.name}' (shape {list(x.shape)}), got "
-            f"{w.shape[1]} blocks of {w.shape[cb_at]}; conv2d_nchwc has no groups parameter (grouped convolution "
-            f"is not supported on packed data: use conv2d(..., groups=...) on NCHW)"
+            f"channels (axes 1 and {cb_at}{', 6' if group > 1 else ''}) to match input '{x.name}' (shape "
+            f"{list(x.shape)}), got {w.shape[1]} blocks of {w.shape[cb_at] * group}; conv2d_nchwc has no groups "
+            f"parameter (grouped convolution is not supported on packed data: use conv2d(..., groups=...) on NCHW)"
         )
     out_blocks, block = w.shape[0], w.shape[ob_at]
-    check_bias(bias, x, out_blocks * block, op)
+    check_bias(bias, x, out_blocks * block, op, out_dtype)
     data, out_spatial, (rh, rw), (sh, sw), (dh, dw) = _packed_window(x, w, stride, padding, dilation, op, name)
     rc = reduce_axis(x.shape[1], "rc")
-    rci = reduce_axis(x.shape[4], "rc_inner")
+    if weight_layout == "dot":
+        pair, inner = reduce_axis(w.shape[4], "rc_pair"), reduce_axis(group, "rc_inner")
+        channel, axes = pair * group + inner, [rc, rh, rw, pair, inner]
+    else:
+        channel = reduce_axis(x.shape[4], "rc_inner")
+        axes = [rc, rh, rw, channel]
 
     def body(n, o, h, w_, oi):
-        src = data[n, rc, h * sh + rh * dh, w_ * sw + rw * dw, rci]
-        wv = w[o, rc, rh, rw, rci, oi] if weight_layout == "io" else w[o, rc, rh, rw, oi, rci]
+        src = data[n, rc, h * sh + rh * dh, w_ * sw + rw * dw, channel]
+        wv = w[o, rc, rh, rw, channel, oi] if weight_layout == "io" else w[o, rc, rh, rw, oi, channel] \
+            if weight_layout == "oi" else w[o, rc, rh, rw, pair, oi, inner]
         if out_dtype is not None:
             src, wv = src.astype(out_dtype.name), wv.astype(out_dtype.name)
-        return te_sum(src * wv, axis=[rc, rh, rw, rci])
+        return te_sum(src * wv, axis=axes)
 
     names = ("n", "o", "h", "w", "o_inner")
     shape = (x.shape[0], out_blocks, *out_spatial, block)

@@ -70,10 +70,8 @@ def qconv2d_nchwc(x: Tensor, w: Tensor, stride=1, padding=0, dilation=1, name: s
     multiple of 4, zero-padded), w [O/ob, C/ib, KH, KW, ib/4, ob, 4] -> [N, O/ob, OH, OW, ob]. The 4
     input channels a dot-product instruction (vpdpbusd, vpmaddubsw) sums are innermost in both
     operands, and each output lane's 4 weights are contiguous."""
-    from ..te import reduce_axis
-    from ..te import sum as te_sum
-    from .layout import _packed_window
-    from .params import expect_ndim, named_axes
+    from .layout import conv2d_nchwc
+    from .params import expect_ndim
 
     op = "qconv2d_nchwc"
     expect_tensor(x, op, "input")
@@ -84,15 +82,7 @@ def qconv2d_nchwc(x: Tensor, w: Tensor, stride=1, padding=0, dilation=1, name: s
         raise ShapeError(f"{op}: weight '{w.name}' {list(w.shape)} does not fit input '{x.name}' {list(x.shape)}; "
                          f"valid: [O/ob, {x.shape[1]}, KH, KW, {x.shape[4] // 4}, ob, 4] with an input block that "
                          "is a multiple of 4")
-    data, out_spatial, (rh, rw), (sh, sw), (dh, dw) = _packed_window(x, w, stride, padding, dilation, op, name)
-    rc, r2, r4 = reduce_axis(x.shape[1], "rc"), reduce_axis(w.shape[4], "rc_pair"), reduce_axis(4, "rc_inner")
-
-    def body(n, o, h, w_, oi):
-        src = data[n, rc, h * sh + rh * dh, w_ * sw + rw * dw, r2 * 4 + r4].astype("int32")
-        return te_sum(src * w[o, rc, rh, rw, r2, oi, r4].astype("int32"), axis=[rc, rh, rw, r2, r4])
-
-    return compute((x.shape[0], w.shape[0], *out_spatial, w.shape[5]),
-                   named_axes(body, ("n", "o", "h", "w", "o_inner")), name=name)
+    return conv2d_nchwc(x, w, None, stride, padding, dilation, name, out_dtype="int32", weight_layout="dot")
 
 
 def _per_axis(param: Tensor, x: Tensor, axis: int, op: str, what: str):

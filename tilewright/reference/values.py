@@ -10,12 +10,14 @@ from ..ir.dtype import DType, bfloat16
 
 
 def round_to_bfloat16(x: np.ndarray) -> np.ndarray:
-    """Round float32 values to the nearest bfloat16 (ties to even); NaN stays NaN."""
+    """Round float32 values to the nearest bfloat16 (ties to even); a NaN becomes the quiet NaN of its
+    high half (sign and payload kept, as the kernels' conversion does), so its bfloat16 bits are a NaN too."""
     x = np.asarray(x, dtype=np.float32)
     bits = x.view(np.uint32)
     bias = ((bits >> np.uint32(16)) & np.uint32(1)) + np.uint32(0x7FFF)
     rounded = ((bits + bias) & np.uint32(0xFFFF0000)).view(np.float32)
-    return np.where(np.isnan(x), x, rounded)
+    quiet = ((bits | np.uint32(0x00400000)) & np.uint32(0xFFFF0000)).view(np.float32)
+    return np.where(np.isnan(x), quiet, rounded)
 
 
 def to_storage(value: np.ndarray, dtype: DType) -> np.ndarray:

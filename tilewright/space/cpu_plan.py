@@ -16,7 +16,7 @@ from .anchor import anchor_chain, elementwise_producers, loads_of
 from .cpu_knobs import option
 from .space import Point
 
-_VECTOR_DTYPES = ("float32", "float64", "int32", "int64", "int16", "int8", "uint8")
+_VECTOR_DTYPES = ("float32", "float64", "int32", "int64", "int16", "int8", "uint8", "bfloat16")
 
 
 @dataclass(frozen=True, eq=False)
