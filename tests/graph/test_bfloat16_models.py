@@ -121,3 +121,24 @@ def test_bfloat16_products_need_both_operands_bfloat16():
 def test_cpu_dtypes_are_float32_and_bfloat16(tmp_path):
     with pytest.raises(ShapeError, match="CPU models run 'float32' or 'bfloat16'"):
         tw.compile(_net(), target=AVX2, dtype="float16", records=tmp_path / "r.db")
+
+
+def test_a_residual_stream_is_stored_once_in_bfloat16_and_widened_where_it_is_added():
+    """r = relu(conv(x)) feeds conv2 and the addition: stored as bfloat16 only (PyTorch's bfloat16
+    semantics), the addition reading it widened inside its own kernel."""
+    from tilewright.graph.fusion import fuse
+
+    b = Builder("residual", seed=4)
+    x = b.input("x", (1, 16, 6, 6))
+    r = b.op("relu", [b.op("conv2d", [x, b.const("w1", (16, 16, 1, 1))], "c1", (1, 16, 6, 6))], "r", (1, 16, 6, 6))
+    y = b.op("add", [b.op("conv2d", [r, b.const("w2", (16, 16, 1, 1))], "c2", (1, 16, 6, 6)), r], "y", (1, 16, 6, 6))
+    g = to_bfloat16(infer_types(b.graph(y)))
+    add = next(n for n in g.nodes if n.op == "add")
+    widen = next(n for n in g.nodes if n.outputs[0] == add.inputs[1])
+    assert widen.op == "cast" and widen.attr("dtype") == "float32" and g.type_of(widen.inputs[0]).dtype == "bfloat16"
+    groups = fuse(g).groups
+    assert not any("r" in grp.outputs for grp in groups)  # no float32 copy of r leaves its kernel
+    assert any(widen in grp.nodes and add in grp.nodes for grp in groups)
+    xv = np.random.default_rng(5).standard_normal((1, 16, 6, 6)).astype(np.float32)
+    got = reference.run_reference(g, [xv])[0]
+    np.testing.assert_allclose(got, reference.run_reference(infer_types(b.graph(y)), [xv])[0], rtol=0.05, atol=0.05)

@@ -5,9 +5,9 @@ The pass rounds each eligible layer's constant weight to bfloat16 once and reads
 through a `cast` to bfloat16 (one per value, shared by its readers). The layout pass packs
 such a convolution's weight [O/ob, C/ib, KH, KW, ib/2, ob, 2] (each output lane's channel pair
 contiguous, what AVX-512 BF16 `vdpbf16ps` reads) and fusion makes the cast the epilogue of the
-layer before, so activations between convolutions are stored in bfloat16. Bias, activation
-functions, residual additions, pooling and normalisation compute in float32 on the float32
-accumulator, as PyTorch's autocast does. Depthwise and grouped convolutions stay float32 (no
+layer before, so activations between convolutions are stored in bfloat16 only; a residual
+addition reads its bfloat16 input widened inside its own kernel. Bias, activation functions,
+residual additions, pooling and normalisation compute in float32, on the float32 accumulator. Depthwise and grouped convolutions stay float32 (no
 channel reduction for a pair instruction to sum); an odd channel count is zero-padded to even.
 
 bfloat16 arrays are ml_dtypes' (ONNX and JAX use it), imported only for this path."""
@@ -45,30 +45,46 @@ def _dense_eligible(graph: Graph, node: Node) -> bool:
     return x.dtype == "float32" and w is not None and w.ndim == 2 and w.shape[1] % PAIR == 0
 
 
+def _layer_inputs(graph: Graph) -> dict[str, int]:
+    """The float32 values an eligible layer reads, each with the zero channels that make it even."""
+    out: dict[str, int] = {}
+    for node in graph.nodes:
+        if node.op == "conv2d" and _conv_eligible(graph, node):
+            out.setdefault(node.inputs[0], graph.type_of(node.inputs[0]).shape[1] % PAIR)
+        elif node.op == "dense" and _dense_eligible(graph, node):
+            out.setdefault(node.inputs[0], 0)
+    return out
+
+
 def to_bfloat16(graph: Graph) -> Graph:
     """`graph` (typed) with its convolutions (groups 1) and dense layers that have constant weights
-    multiplying in bfloat16, accumulating in float32 (see the module docstring)."""
+    multiplying in bfloat16, accumulating in float32 (see the module docstring). A value such a layer
+    reads is rounded to bfloat16 where it is written; its other readers (a residual addition) read
+    that bfloat16 value widened back, as PyTorch's bfloat16 models and autocast do, so nothing keeps
+    a float32 copy of it in memory (a graph output keeps its float32 value)."""
+    from .cleanup import eliminate_dead_code
     from .infer import infer_types
 
     bf16 = bfloat16_dtype()
     fresh = FreshNames.of(graph)
     constants = dict(graph.constants)
     nodes: list[Node] = []
-    casts: dict[tuple[str, int], str] = {}  # (float32 value, channels padded to) -> its bfloat16 form
+    reads = _layer_inputs(graph)
+    rounded: dict[str, str] = {}  # float32 value -> its bfloat16 form (channels padded where odd)
+    widened: dict[str, str] = {}  # float32 value -> its bfloat16 form read back as float32
 
-    def as_bfloat16(v: str, pad_channels: int = 0) -> str:
-        key = (v, pad_channels)
-        if key not in casts:
-            src = v
-            if pad_channels:
-                src = fresh(f"{v}_c{graph.type_of(v).shape[1] + pad_channels}")
-                nodes.append(Node("pad", (v,), (src,), {"pads": (0, 0, 0, 0, 0, pad_channels, 0, 0), "value": 0.0},
-                                  name=src))
-            casts[key] = fresh(f"{src}_bf16")
-            nodes.append(Node("cast", (src,), (casts[key],), {"dtype": "bfloat16"}, name=casts[key]))
-        return casts[key]
+    def round_value(v: str) -> None:
+        src, pad = v, reads[v]
+        if pad:
+            src = fresh(f"{v}_c{graph.type_of(v).shape[1] + pad}")
+            nodes.append(Node("pad", (v,), (src,), {"pads": (0, 0, 0, 0, 0, pad, 0, 0), "value": 0.0}, name=src))
+        rounded[v] = fresh(f"{src}_bf16")
+        nodes.append(Node("cast", (src,), (rounded[v],), {"dtype": "bfloat16"}, name=rounded[v]))
+        if not pad and v not in graph.outputs and any(not _reads_rounded(graph, r, v) for r in graph.consumers(v)):
+            widened[v] = fresh(f"{v}_f32")
+            nodes.append(Node("cast", (rounded[v],), (widened[v],), {"dtype": "float32"}, name=widened[v]))
 
-    def weight(v: str, pad_channels: int = 0) -> str:
+    def weight(v: str, pad_channels: int) -> str:
         w = graph.constants[v]
         if pad_channels:
             w = np.pad(w, ((0, 0), (0, pad_channels)) + ((0, 0),) * (w.ndim - 2))
@@ -77,19 +93,26 @@ def to_bfloat16(graph: Graph) -> Graph:
         nodes.append(Node("constant", (), (name,), name=name))
         return name
 
+    for v in graph.inputs:
+        if v in reads:
+            round_value(v)
     for node in graph.nodes:
-        if node.op == "conv2d" and _conv_eligible(graph, node):
-            pad = graph.type_of(node.inputs[0]).shape[1] % PAIR
-            nodes.append(node.replace(inputs=(as_bfloat16(node.inputs[0], pad), weight(node.inputs[1], pad),
-                                              *node.inputs[2:])))
-        elif node.op == "dense" and _dense_eligible(graph, node):
-            nodes.append(node.replace(inputs=(as_bfloat16(node.inputs[0]), weight(node.inputs[1]), *node.inputs[2:])))
+        if _reads_rounded(graph, node, node.inputs[0] if node.inputs else ""):
+            x = node.inputs[0]
+            nodes.append(node.replace(inputs=(rounded[x], weight(node.inputs[1], reads[x]), *node.inputs[2:])))
         else:
-            nodes.append(node)
-    from .cleanup import eliminate_dead_code
-
+            nodes.append(node.replace(inputs=tuple(widened.get(v, v) for v in node.inputs)))
+        for v in node.outputs:
+            if v in reads:
+                round_value(v)
     return eliminate_dead_code(infer_types(graph.replace(nodes=nodes, constants=constants, types={
         v: t for v, t in graph.types.items() if v in graph.inputs})))
+
+
+def _reads_rounded(graph: Graph, node: Node, v: str) -> bool:
+    """Whether `node` is an eligible layer reading `v` as its input."""
+    return bool(node.inputs) and node.inputs[0] == v and (
+        (node.op == "conv2d" and _conv_eligible(graph, node)) or (node.op == "dense" and _dense_eligible(graph, node)))
 
 
 __all__ = ["to_bfloat16", "bfloat16_dtype", "PAIR"]

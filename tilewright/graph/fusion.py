@@ -11,7 +11,7 @@ by this node only and is not a graph output:
 - any injective op (reshape, permute, pad, concat too) joins an injective group;
 - a reduction joins an injective group (the chain feeds the reduction);
 - a complex op always starts a group;
-- a `dequantize` of an activation whose one reader is elementwise or a reduction
+- a `dequantize` (or a bfloat16 -> float32 cast) of an activation whose one reader is elementwise or a reduction
   joins that reader's group as a prologue where the activation has other readers
   or the reader joins a later input's chain (reading uint8 there moves a quarter
   of the bytes of a float32 temporary).
@@ -79,10 +79,13 @@ def _name(index: int, nodes: list[Node]) -> str:
 
 
 def _is_prologue(graph: Graph, node: Node, outputs: set[str], position: dict[str, int]) -> bool:
-    """A dequantize read as uint8 by its reader's group rather than written as float32 by its writer's:
+    """A dequantize (or a bfloat16 -> float32 cast) read as uint8 (bfloat16) by its reader's group rather
+    than written as float32 by its writer's:
     where its input has other readers, or where the reader (a residual add) will join the chain of a
     later input anyway."""
-    if node.op != "dequantize" or graph.is_constant(node.inputs[0]) or node.outputs[0] in outputs:
+    widening = node.op == "cast" and graph.type_of(node.inputs[0]).dtype == "bfloat16" \
+        and node.attr("dtype") == "float32"
+    if not (node.op == "dequantize" or widening) or graph.is_constant(node.inputs[0]) or node.outputs[0] in outputs:
         return False
     readers = graph.consumers(node.outputs[0])
     if len(readers) != 1:
@@ -92,18 +95,6 @@ def _is_prologue(graph: Graph, node: Node, outputs: set[str], position: dict[str
     if len(graph.consumers(node.inputs[0])) > 1:
         return elementwise or OPS[reader.op].pattern == Pattern.REDUCTION
     return elementwise and any(position.get(v, -1) > mine and not graph.is_constant(v) for v in reader.inputs)
-
-
-def _side_cast(graph: Graph, node: Node, chain_of: dict, outputs: set[str]):
-    """The chain a cast to bfloat16 of its last value joins as a second output, though that value has
-    other readers (a residual stream kept float32 and also read by a bfloat16 convolution): the
-    group writes both instead of a kernel re-reading the float32 value to convert it."""
-    if node.op != "cast" or node.attr("dtype") != "bfloat16":
-        return None
-    c = chain_of.get(node.inputs[0])
-    if c is None or c.view or c.last != node.inputs[0] or c.pattern != Pattern.COMPLEX:
-        return None
-    return c
 
 
 def fuse(graph: Graph) -> Partition:
@@ -135,15 +126,11 @@ def fuse(graph: Graph) -> Partition:
                 key = (c.pattern, position[v])  # a complex group first; on a tie, continue the latest chain
                 if c.accepts(node, v, graph) and (best_key is None or key > best_key):
                     best, best_key = c, key
-        branch = _side_cast(graph, node, chain_of, outputs) if best is None else None
-        if branch is not None:  # written beside the chain's last value, which stays its last
-            branch.nodes.append(node)
-        elif best is None:
+        if best is None:
             best = _Chain(node, view)
             chains.append(best)
         else:
             best.add(node)
-        best = best or branch
         for v in dict.fromkeys(node.inputs):
             if v in prologue:
                 best.nodes.insert(best.nodes.index(node), prologue.pop(v))
