@@ -1,14 +1,15 @@
 """bfloat16 models on the CPU (`tw.compile(..., dtype="bfloat16")`): convolutions and dense layers
-multiply bfloat16 operands and accumulate in float32, everything else stays float32.
+multiply bfloat16 operands and accumulate in float32, everything else computes in float32.
 
-The pass rounds each eligible layer's constant weight to bfloat16 once and reads its input
-through a `cast` to bfloat16 (one per value, shared by its readers). The layout pass packs
-such a convolution's weight [O/ob, C/ib, KH, KW, ib/2, ob, 2] (each output lane's channel pair
+The pass rounds each eligible layer's constant weight to bfloat16 once, and each value such a layer
+reads where that value is written (one `cast` per value). The layout pass packs such a
+convolution's weight [O/ob, C/ib, KH, KW, ib/2, ob, 2] (each output lane's channel pair
 contiguous, what AVX-512 BF16 `vdpbf16ps` reads) and fusion makes the cast the epilogue of the
 layer before, so activations between convolutions are stored in bfloat16 only; a residual
 addition reads its bfloat16 input widened inside its own kernel. Bias, activation functions,
-residual additions, pooling and normalisation compute in float32, on the float32 accumulator. Depthwise and grouped convolutions stay float32 (no
-channel reduction for a pair instruction to sum); an odd channel count is zero-padded to even.
+residual additions, pooling and normalisation compute in float32, on the float32 accumulator.
+Depthwise and grouped convolutions stay float32 (no channel reduction for a pair instruction to
+sum); an odd channel count is zero-padded to even.
 
 bfloat16 arrays are ml_dtypes' (ONNX and JAX use it), imported only for this path."""
 
