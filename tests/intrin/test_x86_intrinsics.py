@@ -23,7 +23,8 @@ AVX_VNNI = dataclasses.replace(AVX2, features=AVX2.features | {"avx_vnni"})
 _DTYPES = {"x86.dot_8x4_u8s8": ("uint8", "int8", "int32"), "x86.dot_16x4_u8s8": ("uint8", "int8", "int32"),
            "x86.dot_8x4_u7s8": ("uint8", "int8", "int32"), "x86.dot_16x4_u7s8": ("uint8", "int8", "int32"),
            "x86.dot_8x4_u8s7": ("uint8", "int8", "int32"), "x86.dot_16x4_u8s7": ("uint8", "int8", "int32"),
-           "x86.dot_8x2_s16": ("int16", "int16", "int32"), "x86.dot_16x2_bf16": ("bfloat16", "bfloat16", "float32")}
+           "x86.dot_8x2_s16": ("int16", "int16", "int32"), "x86.dot_16x2_bf16": ("bfloat16", "bfloat16", "float32"),
+           "x86.dot_8x2_bf16": ("bfloat16", "bfloat16", "float32")}
 
 
 def _gemm(name, M=3, blocks=2, kgroups=3):
@@ -101,7 +102,8 @@ SPELLINGS = [("x86.dot_8x4_u7s8", AVX2, "vpmaddubsw"), ("x86.dot_16x4_u7s8", AVX
              ("x86.dot_8x4_u8s8", AVX2, "vpmaddwd"), ("x86.dot_8x4_u8s8", AVX_VNNI, "vpdpbusd"),
              ("x86.dot_8x4_u8s8", VNNI, "vpdpbusd"), ("x86.dot_16x4_u8s8", AVX512, "vpmaddwd"),
              ("x86.dot_16x4_u8s8", VNNI, "vpdpbusd"), ("x86.dot_8x2_s16", AVX2, "vpmaddwd"),
-             ("x86.dot_16x2_bf16", BF16, "vdpbf16ps")]
+             ("x86.dot_16x2_bf16", BF16, "vdpbf16ps"), ("x86.dot_16x2_bf16", AVX512, "vfmadd"),
+             ("x86.dot_8x2_bf16", BF16, "vdpbf16ps"), ("x86.dot_8x2_bf16", AVX2, "vfmadd")]
 _IDS = [f"{n}-{'+'.join(sorted(t.features - AVX2.features)) or 'avx2'}" for n, t, _ in SPELLINGS]
 
 
@@ -129,9 +131,11 @@ def test_spelling_compiles_to_its_opcode_and_runs_where_the_host_can(name, targe
 
 
 def test_registered_lists_what_a_target_can_emit():
-    assert registered(AVX2) == ["x86.dot_8x2_s16", "x86.dot_8x4_u7s8", "x86.dot_8x4_u8s7", "x86.dot_8x4_u8s8"]
-    assert "x86.dot_16x4_u8s8" in registered(AVX512) and "x86.dot_16x2_bf16" not in registered(AVX512)
-    assert "x86.dot_16x2_bf16" in registered(BF16)
+    assert registered(AVX2) == ["x86.dot_8x2_bf16", "x86.dot_8x2_s16", "x86.dot_8x4_u7s8", "x86.dot_8x4_u8s7",
+                                "x86.dot_8x4_u8s8"]  # bf16 pairs widened to fp32 FMAs where no vdpbf16ps
+    assert "x86.dot_16x4_u8s8" in registered(AVX512) and "x86.dot_16x2_bf16" in registered(AVX512)
+    assert get("x86.dot_16x2_bf16").emitter_for("c", AVX512.features).opcodes == ("vfmadd",)
+    assert get("x86.dot_16x2_bf16").emitter_for("c", BF16.features).opcodes == ("vdpbf16ps",)
     assert set(registered()) >= set(_DTYPES)
 
 

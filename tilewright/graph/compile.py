@@ -81,8 +81,9 @@ def compile(model, example_inputs=None, target="cpu", trials: int = 0, records=N
     graph = model if isinstance(model, Graph) else _as_graph(model, example_inputs, name)
     graph = optimize(infer_types(graph))
     if dtype == "bfloat16" and not tgt.is_gpu:
-        from .bfloat16 import to_bfloat16
+        from .bfloat16 import to_bfloat16, warn_without_bf16_dot
 
+        warn_without_bf16_dot(tgt)
         graph = to_bfloat16(graph)
     if tgt.kind == "vta":
         from .vta_offload import compile_for_vta
