@@ -78,24 +78,19 @@ def _u8s8_widened(bits: int):
         "tw_c = {p}_add_epi32(tw_c, {p}_madd_epi16(tw_bo, tw_ao));")
 
 
-def _bf16_avx512(ops) -> str:
-    a, b, c = ops
-    return _block(
-        f"int32_t tw_a32; memcpy(&tw_a32, {a}, 4);",
-        f"const __m512i tw_b = _mm512_loadu_si512((const void *)({b}));",
-        f"__m512 tw_c = _mm512_loadu_ps({c});",
-        "tw_c = _mm512_dpbf16_ps(tw_c, (__m512bh)_mm512_set1_epi32(tw_a32), (__m512bh)tw_b);",
-        f"_mm512_storeu_ps({c}, tw_c);")
+def _bf16_native(bits: int):
+    """vdpbf16ps on `bits`-wide registers: the pair of `a` broadcast, `lanes` pairs of `b`."""
+    v, ps, load = ("__m256", "_mm256", _Vec(256).load) if bits == 256 else ("__m512", "_mm512", _Vec(512).load)
 
-
-def _bf16_native_256(ops) -> str:
-    a, b, c = ops
-    return _block(
-        f"int32_t tw_a32; memcpy(&tw_a32, {a}, 4);",
-        f"const __m256i tw_b = _mm256_loadu_si256((const __m256i *)({b}));",
-        f"__m256 tw_c = _mm256_loadu_ps({c});",
-        "tw_c = _mm256_dpbf16_ps(tw_c, (__m256bh)_mm256_set1_epi32(tw_a32), (__m256bh)tw_b);",
-        f"_mm256_storeu_ps({c}, tw_c);")
+    def render(ops) -> str:
+        a, b, c = ops
+        return _block(
+            f"int32_t tw_a32; memcpy(&tw_a32, {a}, 4);",
+            f"const {v}i tw_b = {load(b)};",
+            f"{v} tw_c = {ps}_loadu_ps({c});",
+            f"tw_c = {ps}_dpbf16_ps(tw_c, ({v}bh){ps}_set1_epi32(tw_a32), ({v}bh)tw_b);",
+            f"{ps}_storeu_ps({c}, tw_c);")
+    return render
 
 
 def _bf16_widened(bits: int):
@@ -167,13 +162,13 @@ def x86_intrinsics() -> list[TensorIntrin]:
                     note="AVX2 vpmaddwd; its one overflow (four -32768) wraps as int32 arithmetic does"),
         ]),
         _dot("x86.dot_16x2_bf16", 16, 2, "bfloat16", "bfloat16", "float32", [
-            Emitter("c", ("avx512_bf16",), _bf16_avx512, "avx512bf16,avx512f", ("vdpbf16ps",),
+            Emitter("c", ("avx512_bf16",), _bf16_native(512), "avx512bf16,avx512f", ("vdpbf16ps",),
                     note="AVX512-BF16 vdpbf16ps: fp32 products and sums, denormal inputs and outputs flushed"),
             Emitter("c", ("avx512f",), _bf16_widened(512), "avx512f", ("vfmadd",),
                     note=f"AVX-512F: {widened}", widens=True),
         ]),
         _dot("x86.dot_8x2_bf16", 8, 2, "bfloat16", "bfloat16", "float32", [
-            Emitter("c", ("avx512_bf16", "avx512vl"), _bf16_native_256, "avx512bf16,avx512vl", ("vdpbf16ps",),
+            Emitter("c", ("avx512_bf16", "avx512vl"), _bf16_native(256), "avx512bf16,avx512vl", ("vdpbf16ps",),
                     note="AVX512-BF16 vdpbf16ps (ymm): fp32 products and sums, denormals flushed"),
             Emitter("c", ("avx2", "fma"), _bf16_widened(256), "avx2,fma", ("vfmadd",),
                     note=f"AVX2: {widened}", widens=True),
