@@ -3,8 +3,8 @@ one harness.
 
 tilewright: `tw.compile(model, dtype="bfloat16")` (convolutions and dense layers multiply bfloat16,
 accumulate float32; activations between convolutions stored bfloat16; NCHWc) and float32 with the
-same trials and records. PyTorch, each on channels_last (the caller's NCHW float32 input converted
-inside the timed call, the output returned as float32): the model cast to bfloat16 run eagerly,
+same trials and records. PyTorch, each on channels_last for an image model (the caller's NCHW float32
+input converted inside the timed call; the output returned as float32): the model cast to bfloat16 run eagerly,
 autocast to bfloat16 (float32 weights, converted on every call, as autocast does), and the bfloat16
 model through torch.compile with frozen weights (oneDNN's bfloat16 convolutions on weights packed
 once; PyTorch's documented CPU inference setting). PyTorch float32 eager and frozen torch.compile
@@ -32,7 +32,7 @@ from .timing import alternating_medians, median_seconds
 
 
 def _torch_sides(model, x: np.ndarray, x_check: np.ndarray) -> list:
-    """PyTorch's bfloat16 and float32 baselines (bench/baseline.py Baselines), channels_last."""
+    """PyTorch's bfloat16 and float32 baselines (bench/baseline.py Baselines), channels_last for 4-d inputs."""
     import copy
 
     import torch
@@ -53,14 +53,16 @@ def _torch_sides(model, x: np.ndarray, x_check: np.ndarray) -> list:
                     return self.m(v).float()
             return self.m(v.to(torch.bfloat16)).float()
 
-    sides = [("PyTorch bf16 eager", eager(Bfloat16(copy.deepcopy(model), False), x, x_check, channels_last=True)),
+    last = x.ndim == 4
+    layout = "channels_last" if last else "NCHW"
+    sides = [("PyTorch bf16 eager", eager(Bfloat16(copy.deepcopy(model), False), x, x_check, channels_last=last)),
              ("PyTorch autocast bf16 eager", eager(Bfloat16(copy.deepcopy(model), True), x, x_check,
-                                                  channels_last=True))]
+                                                  channels_last=last))]
     torch._dynamo.reset()
     sides.append(("PyTorch bf16 torch.compile frozen", inductor(Bfloat16(copy.deepcopy(model), False), x, x_check,
-                                                                "frozen", "channels_last")))
-    sides.append(("PyTorch fp32 eager", eager(model, x, x_check, channels_last=True)))
-    sides.append(("PyTorch fp32 torch.compile frozen", inductor(model, x, x_check, "frozen", "channels_last")))
+                                                                "frozen", layout)))
+    sides.append(("PyTorch fp32 eager", eager(model, x, x_check, channels_last=last)))
+    sides.append(("PyTorch fp32 torch.compile frozen", inductor(model, x, x_check, "frozen", layout)))
     return sides
 
 
