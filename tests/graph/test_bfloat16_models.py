@@ -150,3 +150,15 @@ def test_a_residual_stream_is_stored_once_in_bfloat16_and_widened_where_it_is_ad
     xv = np.random.default_rng(5).standard_normal((1, 16, 6, 6)).astype(np.float32)
     got = reference.run_reference(g, [xv])[0]
     np.testing.assert_allclose(got, reference.run_reference(infer_types(b.graph(y)), [xv])[0], rtol=0.05, atol=0.05)
+
+
+def test_an_exported_bfloat16_model_loads_and_matches(tmp_path):
+    """export writes the bfloat16 weights as their 16-bit storage; tw.load runs them as the module does."""
+    if not host_runs(AVX2):
+        pytest.skip("the host cannot run AVX2 kernels")
+    x = np.random.default_rng(6).standard_normal((1, 3, 8, 8)).astype(np.float32)
+    with pytest.warns(RuntimeWarning):
+        module = tw.compile(_net(), target=AVX2, dtype="bfloat16", trials=0, layout="NCHWc", records=tmp_path / "r.db")
+    module.set_num_threads(1)
+    loaded = tw.load(module.export(tmp_path / "m"))
+    np.testing.assert_array_equal(loaded(x), module(x))
