@@ -95,14 +95,18 @@ def test_compiled_bfloat16_model_matches_its_reference_and_the_float_model(tmp_p
         assert any("_mm256_fmadd_ps(tw_a1" in s for s in sources)
 
 
-def test_bfloat16_conversion_vectors_round_to_nearest_even_and_keep_nans_bit_exact():
+@pytest.mark.parametrize("target", ["cpu", AVX2], ids=["host", "avx2"])
+def test_bfloat16_conversion_vectors_round_to_nearest_even_and_keep_nans_bit_exact(target):
+    """Each x86 level narrows the int32 lanes its own way (vpmovdw, shuffles): all bit-exact."""
     from tilewright.reference.values import round_to_bfloat16
 
+    if not host_runs(tw.Target(target) if isinstance(target, str) else target):
+        pytest.skip("the host cannot run AVX2 kernels")
     n = 96  # three vectors of 32 lanes on AVX-512, and whole vectors on narrower targets
     x = tw.placeholder((n,), "float32", name="x")
     y = tw.compute(x.shape, lambda i: x[i].astype("bfloat16"), name="y")
     z = tw.compute(x.shape, lambda i: y[i].astype("float32"), name="z")
-    to_bf16, round_trip = tw.build([x, y]), tw.build([x, z])
+    to_bf16, round_trip = tw.build([x, y], target=target), tw.build([x, z], target=target)
     assert "tw_f32_to_bf16_x" in to_bf16.source and "tw_bf16_to_f32_x" in round_trip.source
     bits = np.random.default_rng(2).integers(0, 2 ** 32, n, dtype=np.uint64).astype(np.uint32)
     bits[:12] = [0x7F800000, 0xFF800000, 0x7FC00000, 0x7F800001, 0xFFFFFFFF, 0x00000001, 0x80000001, 0x3F808000,
@@ -162,3 +166,13 @@ def test_an_exported_bfloat16_model_loads_and_matches(tmp_path):
     module.set_num_threads(1)
     loaded = tw.load(module.export(tmp_path / "m"))
     np.testing.assert_array_equal(loaded(x), module(x))
+
+
+def test_without_ml_dtypes_the_error_says_what_to_install(monkeypatch):
+    import sys
+
+    from tilewright.errors import TilewrightError
+
+    monkeypatch.setitem(sys.modules, "ml_dtypes", None)  # import ml_dtypes raises ImportError
+    with pytest.raises(TilewrightError, match=r"pip install ml_dtypes \(the extra tilewright\[bf16\]\)"):
+        to_bfloat16(infer_types(_net()))

@@ -29,7 +29,7 @@ def bfloat16_dtype() -> np.dtype:
         import ml_dtypes
     except ImportError:
         raise TilewrightError("dtype='bfloat16' stores weights and activations as ml_dtypes bfloat16 arrays: "
-                              "pip install ml_dtypes (or pass dtype='float32')") from None
+                              "pip install ml_dtypes (the extra tilewright[bf16]), or pass dtype='float32'") from None
     return np.dtype(ml_dtypes.bfloat16)
 
 
