@@ -114,10 +114,10 @@ def _conv2d(node: Node, a: list[Tensor], name: str) -> Tensor:
     if (top, left) != (bottom, right):  # asymmetric (TF/ONNX 'SAME'): pad explicitly, convolve without padding
         x = pad_axes(x, [0, 0, top, left, *tail], [0, 0, bottom, right, *tail], 0, name=f"{name}_apad")
         top = left = 0
-    bf16 = {"out_dtype": "float32"} if x.dtype.name == "bfloat16" else {}  # bfloat16 accumulates in float32
+    accumulate = {"out_dtype": "float32"} if x.dtype.name == "bfloat16" else {}  # bfloat16 sums in float32
     if tail and w.ndim == 7:  # bfloat16 pairs: [O/ob, C/ib, KH, KW, ib/2, ob, 2]
         return ops.conv2d_nchwc(x, w, bias, stride=stride, padding=(top, left), dilation=dilation, name=name,
-                                weight_layout="dot", **bf16)
+                                weight_layout="dot", **accumulate)
     if tail:
         packed = ops.depthwise_conv2d_nchwc if groups > 1 else ops.conv2d_nchwc
         return packed(x, w, bias, stride=stride, padding=(top, left), dilation=dilation, name=name)
@@ -125,7 +125,7 @@ def _conv2d(node: Node, a: list[Tensor], name: str) -> Tensor:
     if groups > 1 and groups == x.shape[1] and w.shape[1] == 1:
         return ops.depthwise_conv2d(x, w, bias, stride=stride, padding=(top, left), dilation=dilation, name=name)
     return ops.conv2d(x, w, bias, stride=stride, padding=(top, left), dilation=dilation, groups=groups, name=name,
-                      **bf16)
+                      **accumulate)
 
 
 def _dense(node: Node, a: list[Tensor], name: str) -> Tensor:
