@@ -138,3 +138,61 @@ def test_cast_between_integers_and_to_float_and_refuses_float_to_integer():
     np.testing.assert_array_equal(got, x.astype(np.uint8))  # wraps, as NumPy does
     with pytest.raises(TilewrightError, match="float -> int32"):
         from_onnx(cast_model("float32", "int32", TensorProto.FLOAT, TensorProto.INT32))
+
+
+def _conv_integer_model(w, w_zero, pads, computed_x_zero=True):
+    """x -> DynamicQuantizeLinear -> ConvInteger(w, x_zero, w_zero) -> int32 (quantize_dynamic on a CNN)."""
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(w_zero, "w_zero")]
+    nodes = [helper.make_node("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"])]
+    x_zero = "xz"
+    if not computed_x_zero:
+        inits.append(numpy_helper.from_array(np.uint8(7), "x_zero"))
+        x_zero = "x_zero"
+    nodes.append(helper.make_node("ConvInteger", ["xq", "w", x_zero, "w_zero"], ["y"], pads=list(pads)))
+    o, c, kh, kw = w.shape
+    oh = 6 + pads[0] + pads[2] - kh + 1
+    graph = helper.make_graph(nodes, "conv_integer", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                                   [1, c, 6, 6])],
+                              [helper.make_tensor_value_info("y", TensorProto.INT32, [1, o, oh, oh])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("pads", [(0, 0, 0, 0), (1, 1, 1, 1)], ids=["valid", "padded"])
+@pytest.mark.parametrize("computed_x_zero", [True, False], ids=["computed-zero", "constant-zero"])
+def test_conv_integer_pads_after_subtracting_the_zero_points(tmp_path, pads, computed_x_zero):
+    """ONNX ConvInteger is conv(x - x_zero, w - w_zero) with zero padding: the border sees 0, not -x_zero."""
+    rng = np.random.default_rng(3)
+    w = rng.integers(-128, 128, (8, 3, 3, 3)).astype(np.int8)
+    w_zero = rng.integers(-3, 4, 8).astype(np.int8)  # one per output channel
+    x = rng.standard_normal((1, 3, 6, 6)).astype(np.float32)
+    graph = from_onnx(_conv_integer_model(w, w_zero, pads, computed_x_zero))
+    module = tw.compile(graph, target=AVX2, trials=0, layout="NCHW", records=tmp_path / "r.db")
+    got = np.asarray(module(x))
+    np.testing.assert_array_equal(got, reference.run_reference(optimize.optimize(graph), [x])[0])
+    # and against torch's float64 convolution of the centred operands (exact at these sizes), from the
+    # quantized input and zero point DynamicQuantizeLinear gives
+    torch = pytest.importorskip("torch")
+
+    dql = onnx.helper.make_model(onnx.helper.make_graph(
+        [helper.make_node("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"])], "dql",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 6, 6])],
+        [helper.make_tensor_value_info(v, t, s) for v, t, s in (("xq", TensorProto.UINT8, [1, 3, 6, 6]),
+                                                               ("xs", TensorProto.FLOAT, []),
+                                                               ("xz", TensorProto.UINT8, []))]),
+        opset_imports=[helper.make_opsetid("", 17)])
+    xq, _, xz = reference.run_reference(optimize.optimize(from_onnx(dql)), [x])
+    zero = int(xz) if computed_x_zero else 7
+    centred = torch.from_numpy(xq.astype(np.float64) - zero)
+    weights = torch.from_numpy(w.astype(np.float64) - w_zero.astype(np.float64).reshape(8, 1, 1, 1))
+    want = torch.nn.functional.conv2d(centred, weights, padding=pads[:2]).numpy().astype(np.int32)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_conv_integer_of_a_float_input_is_refused_by_name():
+    w = np.zeros((4, 3, 3, 3), np.int8)
+    graph = helper.make_graph([helper.make_node("ConvInteger", ["x", "w"], ["y"])], "bad",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 6, 6])],
+                              [helper.make_tensor_value_info("y", TensorProto.INT32, [1, 4, 4, 4])],
+                              [numpy_helper.from_array(w, "w")])
+    with pytest.raises(TilewrightError, match="ConvInteger.*x and w must be uint8 or int8"):
+        from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))

@@ -165,8 +165,38 @@ def _matmul_integer(imp, n, ins, a):
     imp.emit("sub", [acc, correction], {}, name)
 
 
+def _conv_integer(imp, n, ins, a):
+    """ONNX ConvInteger: conv(x - x_zero, w - w_zero) accumulated in int32, the zero padding applied after
+    the subtraction as ONNX specifies (x_zero a scalar, w_zero a scalar or one per output channel;
+    either may be computed). An int32 convolution on widened operands: exact, not tensorized."""
+    from .onnx import _spatial
+
+    x, w = imp.type_of(ins[0]), imp.type_of(ins[1])
+    if x is None or w is None or x.dtype not in ("uint8", "int8") or w.dtype not in ("uint8", "int8"):
+        raise imp.fail("x and w must be uint8 or int8")
+    if len(x.shape) != 4 or len(w.shape) != 4:
+        raise imp.fail("only 2-D convolution (x NCHW, w OIHW)")
+
+    def centred(k: int, zero_at: int, per_channel: tuple[int, ...]) -> str:
+        v = imp.emit("cast", [imp.value(ins[k])], {"dtype": "int32"})
+        if len(ins) <= zero_at or not ins[zero_at]:
+            return v
+        zt = imp.type_of(ins[zero_at])
+        if zt is None or zt.shape not in ((), (1,), per_channel[:1]):
+            raise imp.fail(f"zero point '{ins[zero_at]}' must be a scalar{' or one per output channel' if k else ''}")
+        z = imp.emit("cast", [imp.value(ins[zero_at])], {"dtype": "int32"})
+        if zt.shape == per_channel[:1] and per_channel[0] > 1:
+            z = imp.emit("reshape", [z], {"shape": per_channel})
+        return imp.emit("sub", [v, z])
+
+    stride, pads, dil = _spatial(imp, n, ins, a, w.shape[2:])
+    imp.emit("conv2d", [centred(0, 2, (1,)), centred(1, 3, (w.shape[0], 1, 1, 1))],
+             {"stride": stride, "padding": pads, "dilation": dil, "groups": a.get("group", 1)}, n.output[0])
+
+
 QUANTIZED_HANDLERS = {"QuantizeLinear": _quantize_linear, "DequantizeLinear": _dequantize_linear,
                       "QLinearConv": _qlinear_conv, "QLinearMatMul": _qlinear_matmul,
-                      "DynamicQuantizeLinear": _dynamic_quantize_linear, "MatMulInteger": _matmul_integer}
+                      "DynamicQuantizeLinear": _dynamic_quantize_linear, "MatMulInteger": _matmul_integer,
+                      "ConvInteger": _conv_integer}
 
 __all__ = ["QUANTIZED_HANDLERS", "quantized_nk"]
