@@ -39,7 +39,11 @@ from .knobs import OrdinalKnob
 from .space import Point, Space
 
 ROWS = (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14)
-BLOCKS = (1, 2, 3, 4)
+BLOCKS = (1, 2, 3, 4, 6, 8)  # appended options keep older records' indices
+# independent accumulators the default wants before it minimises operand traffic: a dot-product
+# instruction's latency times its issue rate (vdpbf16ps, vpdpbusd: ~5-6 cycles); a 197-token dense
+# layer (no row count divides 197) got one accumulator and ran at 82 GFLOP/s against 383 at 192 tokens
+MIN_ACCUMULATORS = 6
 _PROBE = Point((("embedding", 0), ("rows", 0), ("blocks", 0), ("tile_axes", 0), ("reduce_order", 0), ("fuse", 0),
                 ("rolled", 0)))
 
@@ -221,7 +225,8 @@ def _tile_cost(tp: TensorizedPlan, p: Point) -> tuple[float, int]:
 
 
 def tensorized_default(space: Space, tp: TensorizedPlan) -> Point:
-    """The register tile with the fewest operand instructions per product (`_tile_cost`), the
+    """Among register tiles of at least MIN_ACCUMULATORS accumulators (the largest there are, where
+    none is that large), the one with the fewest operand instructions per product (`_tile_cost`), the
     larger tile among equals; the first embedding."""
     best, key = None, None
     rolled = int(len(tp.plan_of(0).main.reduce) > 1)  # several reduce loops (a conv's window): short ones, kept rolled
@@ -232,7 +237,8 @@ def tensorized_default(space: Space, tp: TensorizedPlan) -> Point:
             continue
         pairs = _tile_axes(tp, p["embedding"])
         inner = sum(pairs[p["tile_axes"]])  # among equals, tiles along inner (contiguous) loops
-        k = (-_tile_cost(tp, p)[0], ROWS[p["rows"]] * BLOCKS[p["blocks"]], inner)
+        tile = ROWS[p["rows"]] * BLOCKS[p["blocks"]]
+        k = (min(tile, MIN_ACCUMULATORS), -_tile_cost(tp, p)[0], tile, inner)
         if key is None or k > key:
             best, key = p, k
     if best is None:
