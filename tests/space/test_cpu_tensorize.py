@@ -44,8 +44,10 @@ def _inputs(args, rng):
     return full_range_inputs(args, rng)
 
 
-@pytest.mark.parametrize("build", [_packed_gemm, _int8_conv], ids=["packed-gemm", "nchwc-conv-requantize"])
+@pytest.mark.parametrize("build", [_packed_gemm, _int8_conv, lambda: _packed_gemm(M=13)],
+                         ids=["packed-gemm", "nchwc-conv-requantize", "prime-rows"])
 def test_default_point_is_tensorized_and_exact(build, rng):
+    """A row count no tile divides (13) takes a guarded last tile: still exact."""
     args = build()
     backend, plan, s = _default(args)
     assert isinstance(plan, TensorizedPlan)

@@ -177,7 +177,9 @@ def _space(tp: TensorizedPlan, target) -> Space:
         sp = tp.plan_of(p["embedding"]).main.spatial
         lp, _ = tp.embeddings[p["embedding"]]
         lanes = tp.intrin.output.shape[0]
-        if sp[r].extent % rows or (sp[b].extent // (lanes if b == lp else 1)) % blocks:
+        # rows need not divide their loop (the last tile is guarded: 197 tokens take 14-row tiles), but
+        # must fit it; lane groups divide theirs
+        if rows > sp[r].extent or (sp[b].extent // (lanes if b == lp else 1)) % blocks:
             return False
         return _tile_cost(tp, p)[1] <= regs
 
@@ -216,12 +218,14 @@ def _tile_cost(tp: TensorizedPlan, p: Point) -> tuple[float, int]:
     n_bcast = math.prod(c for a, c in counts.items() if a in bcast_axes)
     n_vec = math.prod(c for a, c in counts.items() if a in vec_axes)
     tile = counts[r] * counts[b]
+    extent = tp.plan_of(p["embedding"]).main.spatial[r].extent
+    waste = -(-extent // counts[r]) * counts[r] / extent  # a guarded last tile computes rows it throws away
     if tp.widens:
-        return (3 * n_bcast + 4 * n_vec) / tile, tile + 2 * min(n_bcast, n_vec) + 3
+        return waste * (3 * n_bcast + 4 * n_vec) / tile, tile + 2 * min(n_bcast, n_vec) + 3
     # measured on Zen 3 (a 3x3 conv, 64 channels): one lane group under 8 broadcasts ran 1.3x faster than
     # 2 x 4 and 2.4x faster than 8 groups under 1 broadcast, whose weights streamed from L2: lane groups
     # first, then broadcasts per call
-    return n_vec + n_bcast / tile / 2, tile + n_vec + 2
+    return waste * (n_vec + n_bcast / tile / 2), tile + n_vec + 2
 
 
 def tensorized_default(space: Space, tp: TensorizedPlan) -> Point:
