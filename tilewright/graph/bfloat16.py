@@ -48,13 +48,14 @@ def _conv_eligible(graph: Graph, node: Node) -> bool:
     x = graph.type_of(node.inputs[0])
     w = graph.constants.get(node.inputs[1])
     return (x.dtype == "float32" and len(x.shape) == 4 and w is not None and w.ndim == 4
-            and int(node.attr("groups", 1)) == 1)
+            and int(node.attr("groups", 1)) == 1 and not graph.is_constant(node.inputs[0]))
 
 
 def _dense_eligible(graph: Graph, node: Node) -> bool:
     x = graph.type_of(node.inputs[0])
     w = graph.constants.get(node.inputs[1])
-    return x.dtype == "float32" and w is not None and w.ndim == 2 and w.shape[1] % PAIR == 0
+    return (x.dtype == "float32" and w is not None and w.ndim == 2 and w.shape[1] % PAIR == 0
+            and not graph.is_constant(node.inputs[0]))
 
 
 def _layer_inputs(graph: Graph) -> dict[str, int]:
