@@ -15,6 +15,7 @@ graph (one bfloat16 step of its largest value: the same rounded operands, float3
 order), and every side's largest difference from the float32 model is reported.
 
     python -m tilewright.bench.bf16_model --model resnet50 --out benchmarks/results/bf16_r50
+    python -m tilewright.bench.bf16_model --model hf-vit --out benchmarks/results/bf16_vit
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ import numpy as np
 
 from .provenance import provenance, provenance_line, publish
 from .timing import alternating_medians, median_seconds
+
+HF = "hf-"  # --model hf-bert / hf-gpt2 / hf-vit: bench/transformers_models.py's models
 
 
 def _torch_sides(model, x: np.ndarray, x_check: np.ndarray) -> list:
@@ -51,7 +54,7 @@ def _torch_sides(model, x: np.ndarray, x_check: np.ndarray) -> list:
             if self.autocast:
                 with torch.autocast("cpu", dtype=torch.bfloat16):
                     return self.m(v).float()
-            return self.m(v.to(torch.bfloat16)).float()
+            return self.m(v.to(torch.bfloat16) if v.is_floating_point() else v).float()  # token ids stay
 
     last = x.ndim == 4
     layout = "channels_last" if last else "NCHW"
@@ -78,9 +81,15 @@ def run(model_name: str, trials: int, threads: int, rounds: int, reduced: bool, 
     reference = importlib.import_module("tilewright.graph.reference")
     optimize = importlib.import_module("tilewright.graph.optimize")
     torch.set_num_threads(threads)
-    spec = MODELS[model_name]
-    model = spec.build(reduced).eval()
-    x, x_check = spec.example_input(reduced, seed=7).numpy(), spec.example_input(reduced, seed=8).numpy()
+    if model_name.startswith(HF):  # Hugging Face transformers' own code, default config
+        from .transformers_models import build
+
+        model, x, x_check = build(model_name[len(HF):])
+        x, x_check = x.numpy(), x_check.numpy()
+    else:
+        spec = MODELS[model_name]
+        model = spec.build(reduced).eval()
+        x, x_check = spec.example_input(reduced, seed=7).numpy(), spec.example_input(reduced, seed=8).numpy()
     with tempfile.TemporaryDirectory() as tmp:
         store = records or Path(tmp) / "records.sqlite"
         graph = from_torch(model, [torch.from_numpy(x)], name=model_name)
@@ -131,7 +140,8 @@ def markdown(doc: dict) -> str:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", default="resnet50")
+    p.add_argument("--model", default="resnet50", help="an in-tree model, or hf-bert / hf-gpt2 / hf-vit "
+                                                         "(Hugging Face transformers, default configs)")
     p.add_argument("--trials", type=int, default=0, help="tuning budget of each tilewright model")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--rounds", type=int, default=5)
