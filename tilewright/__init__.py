@@ -27,6 +27,7 @@ from .errors import (
 )
 from .graph import frontend
 from .graph.compile import compile
+from .graph.dynamic import Dim
 from .graph.load import load
 from .intrin import decl_tensor_intrin
 from .ir.dtype import DType, as_dtype
@@ -77,7 +78,8 @@ from .te import (
 )
 
 __all__ = [
-    "ops", "intrin", "decl_tensor_intrin", "evaluate", "compile", "load", "frontend", "DType", "as_dtype", "Tensor",
+    "ops", "intrin", "decl_tensor_intrin", "evaluate", "compile", "Dim", "load", "frontend", "DType", "as_dtype",
+    "Tensor",
     "build", "lower", "Schedule", "create_schedule", "Target",
     "as_target", "records", "tune", "tuning_task", "TuneResult", "TuneOptions", "TuningTask", "RayExecutor",
     "ThreadAxis", "thread_axis",

@@ -18,12 +18,13 @@ from .tasks import extract_tasks, lower_partition
 
 if TYPE_CHECKING:
     from .device_module import GpuModule
+    from .dynamic import DynamicModule
 
 
 def compile(model, example_inputs=None, target="cpu", trials: int = 0, records=None,  # noqa: A001 (as torch.compile)
             progress: bool = True, name: str | None = None, layout: str = "auto", winograd: bool = True,
             dtype: str = "float32", calibration=None, kernels: str = "search", fuse_b2b: bool = True, executor=None,
-            **tune_options) -> Module | GpuModule:
+            dynamic=None, **tune_options) -> Module | GpuModule | DynamicModule:
     """Compile a Graph, a torch.nn.Module (with `example_inputs`), a torch ExportedProgram, an ONNX ModelProto or
     the path of a .onnx file for `target`: a Module on a CPU,
     a GpuModule on "cuda" / "opencl" (NCHW, no Winograd; see graph/device_module.py).
@@ -53,6 +54,9 @@ def compile(model, example_inputs=None, target="cpu", trials: int = 0, records=N
     `fuse_b2b` (with templates, i.e. kernels "templates" or "auto"): a dense layer whose only reader is
     another dense layer runs fused with it in one kernel (Bolt's back-to-back fusion); "auto" keeps a
     pair fused only where it runs faster in the model. `module.b2b` lists every pair and why.
+    `dynamic`: {input (index, or name for ONNX): {axis: tw.Dim(name, low, high, sizes=) or (low, high)}}
+    declares axes whose size varies from call to call; the result is a DynamicModule of static
+    specializations (a batch run in slices on a few compiled sizes; see graph/dynamic.py).
     `records`: a record store or path (default: the store of an enclosing `with tw.records(...)`, else
     the user cache); tuning writes to it
     and the build reads from it. `tune_options`: how each task searches (search/options.py TuneOptions: seed, timeout,
@@ -69,6 +73,15 @@ def compile(model, example_inputs=None, target="cpu", trials: int = 0, records=N
     check_count("trials", trials, lowest=0)
     options = TuneOptions.of(**tune_options)  # a misspelled or bad option fails here, whether or not it tunes
     tgt = as_target(target)
+    if dynamic is not None:
+        from .dynamic import compile_dynamic
+
+        def compile_static(graph, n):
+            return compile(graph, target=tgt, trials=n, records=records, progress=progress, layout=layout,
+                           winograd=winograd, dtype=dtype, calibration=calibration, kernels=kernels,
+                           fuse_b2b=fuse_b2b, executor=executor, **tune_options)
+
+        return compile_dynamic(model, example_inputs, dynamic, name, compile_static, trials, progress)
     if tgt.is_gpu:
         from .device_build import check_dtype
 

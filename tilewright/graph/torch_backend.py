@@ -97,7 +97,11 @@ def _frozen_module(gm, example_inputs, frozen: list[int]):
             self.gm = gm
             self.frozen = frozen
             for k, i in enumerate(frozen):
-                self.register_buffer(f"c{k}", example_inputs[i].detach())
+                x = example_inputs[i]
+                if isinstance(x, torch.Tensor):
+                    self.register_buffer(f"c{k}", x.detach())
+                else:  # a size dynamo passes as an argument, fixed in this specialization
+                    setattr(self, f"c{k}", x)
             self.n = len(example_inputs)
 
         def forward(self, *xs):
@@ -274,6 +278,8 @@ def tilewright_backend(gm, example_inputs, options: dict | None = None, mode: st
     arguments out. Parameters and buffers are frozen as constants (inference only: later changes to the
     weights are not seen). `options` / `mode`: see the module's doc (bad ones raise; nothing else does)."""
     opts = backend_options(options, mode)
+    if any(_is_symbolic(x) for x in example_inputs):
+        return _specializing(gm, opts)
     try:
         return _build(gm, list(example_inputs), opts)
     except Exception as e:  # noqa: BLE001 - never break the user's model: run it as dynamo traced it
@@ -282,14 +288,44 @@ def tilewright_backend(gm, example_inputs, options: dict | None = None, mode: st
         return gm.forward
 
 
+def _is_symbolic(x) -> bool:
+    import torch
+
+    if isinstance(x, torch.SymInt):
+        return True
+    return isinstance(x, torch.Tensor) and any(isinstance(d, torch.SymInt) for d in x.shape)
+
+
+def _specializing(gm, opts):
+    """A dynamic graph (sizes as arguments, symbolic shapes): one tilewright build per set of sizes, made at
+    its first call and kept; each build falls back to PyTorch on its own, as a static graph does."""
+    import torch
+
+    built: dict = {}
+
+    def run(*args):
+        key = tuple(tuple(a.shape) if isinstance(a, torch.Tensor) else a for a in args)
+        if key not in built:
+            try:
+                built[key] = _build(gm, list(args), opts)
+            except Exception as e:  # noqa: BLE001 - never break the user's model
+                warnings.warn(f"tilewright backend: the graph for sizes {key} runs in PyTorch ({type(e).__name__}: "
+                              f"{str(e).splitlines()[0] if str(e) else ''})", TilewrightWarning, stacklevel=2)
+                built[key] = gm.forward
+        return built[key](*args)
+
+    run.specializations = built  # for tests and curious users
+    return run
+
+
 def _build(gm, example_inputs, opts):
     import torch
 
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    if any(not isinstance(x, torch.Tensor) for x in example_inputs):
-        raise TypeError("symbolic (dynamic) shapes or non-tensor inputs are not supported; "
-                        "use torch.compile(..., dynamic=False)")
-    frozen = [i for i, (n, x) in enumerate(zip(placeholders, example_inputs)) if _is_frozen(n, x)]
+    if any(not isinstance(x, (torch.Tensor, int)) for x in example_inputs):
+        raise TypeError("non-tensor inputs other than sizes are not supported")
+    frozen = [i for i, (n, x) in enumerate(zip(placeholders, example_inputs))
+              if not isinstance(x, torch.Tensor) or _is_frozen(n, x)]
     user = [i for i in range(len(example_inputs)) if i not in frozen]
     module = _frozen_module(gm, example_inputs, frozen)
     user_examples = tuple(example_inputs[i] for i in user)

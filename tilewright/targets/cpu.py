@@ -17,7 +17,8 @@ from .target import KNOWN_FEATURES, Target
 def cpu_flags() -> set[str]:
     """cpu0's feature flags from /proc/cpuinfo (`flags` on x86, `Features` on ARM; empty elsewhere)."""
     try:
-        text = open("/proc/cpuinfo").read()
+        with open("/proc/cpuinfo") as f:
+            text = f.read()
     except OSError:
         return set()
     m = re.search(r"^(flags|Features)\s*:\s*(.*)$", text, re.M)
@@ -27,7 +28,8 @@ def cpu_flags() -> set[str]:
 def cpu_identity() -> dict[str, str]:
     """cpu0's vendor_id, cpu family, model and model name from /proc/cpuinfo (x86; empty elsewhere)."""
     try:
-        text = open("/proc/cpuinfo").read()
+        with open("/proc/cpuinfo") as f:
+            text = f.read()
     except OSError:
         return {}
     out: dict[str, str] = {}
@@ -86,7 +88,8 @@ def _sysfs_caches() -> list[dict]:
 
     def read(entry, name):
         try:
-            return open(f"{base}/{entry}/{name}").read().strip()
+            with open(f"{base}/{entry}/{name}") as f:
+                return f.read().strip()
         except OSError:
             return None
 

@@ -13,17 +13,17 @@ UnsupportedOpError naming the ATen op, the node and the supported set."""
 from __future__ import annotations
 
 import numbers
-import warnings
 
 import numpy as np
 
 from ...errors import TilewrightError
 from ..ir import TensorType
-from .builder import GraphBuilder, UnsupportedOpError, unsupported
+from .builder import GraphBuilder, unsupported
+from .torch_export import exported
 from .torch_fold import fold_constant
 from .torch_indexing import concat, embedding, split
 from .torch_masked_softmax import RowMask, any_dim, eq_scalar, logical_not, where_masked_softmax, zeros_like
-from .torch_quantized import QUANTIZED_HANDLERS, in_eval_mode
+from .torch_quantized import QUANTIZED_HANDLERS
 
 
 def _type(val) -> TensorType:
@@ -415,18 +415,7 @@ def from_torch(module, example_inputs, decompose: bool = True, name: str | None 
 
     if isinstance(example_inputs, torch.Tensor):
         example_inputs = (example_inputs,)
-    with warnings.catch_warnings():  # torch 2.13's export trips its own pytree deprecation warning
-        warnings.filterwarnings("ignore", message=r".*treespec, LeafSpec", category=FutureWarning)
-        if isinstance(module, torch.export.ExportedProgram):
-            ep = module
-        else:
-            try:
-                ep = torch.export.export(in_eval_mode(module), tuple(example_inputs))
-            except Exception as e:  # noqa: BLE001 - torch raises many kinds; name the module and the cause
-                raise UnsupportedOpError(f"from_torch: torch.export could not trace {type(module).__name__}: "
-                                         f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from e
-        if decompose:
-            ep = ep.run_decompositions()
+    ep = exported(module, example_inputs, decompose)
     sig = ep.graph_signature
     state = {**ep.state_dict, **ep.constants}
     lifted = {**sig.inputs_to_parameters, **sig.inputs_to_buffers, **sig.inputs_to_lifted_tensor_constants}
