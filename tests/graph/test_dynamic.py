@@ -66,15 +66,15 @@ def test_a_new_sequence_length_is_compiled_once_and_kept(attention):
 
 def test_plan_follows_the_measured_bucket_times(attention):
     _, module = attention
-    fastest = dict(module.fastest)
+    seconds = dict(module.seconds)
     try:
-        module.fastest.update({(1, 10): 1.0, (2, 10): 2.0, (4, 10): 4.0, (8, 10): 10.0})
+        module.seconds.update({(1, 10): 1.0, (2, 10): 2.0, (4, 10): 4.0, (8, 10): 10.0})
         assert sorted(module.plan((7, 10))) == [(1, 1), (2, 2), (4, 4)]  # batch 8 is slow here: split 7
-        module.fastest.update({(8, 10): 5.0})
+        module.seconds.update({(8, 10): 5.0})
         assert module.plan((7, 10)) == [(8, 7)]  # one padded call beats three
     finally:
-        module.fastest.clear()
-        module.fastest.update(fastest)
+        module.seconds.clear()
+        module.seconds.update(seconds)
 
 
 @pytest.mark.parametrize("shape, match", [

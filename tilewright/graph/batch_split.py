@@ -17,9 +17,10 @@ import numpy as np
 
 from .infer import reduce_axes, reshape_target
 from .ir import Graph, Node
+from .logic_ops import BINARY as LOGIC
 from .opset import _UNARY, BROADCASTING
 
-_ELEMENTWISE = frozenset({*_UNARY, "leaky_relu", "gelu", "clip", "cast"})
+_ELEMENTWISE = frozenset({*_UNARY, "leaky_relu", "gelu", "clip", "cast", "logical_not", "where"})
 _BATCH_FIRST = frozenset({"conv2d", "qconv2d", "conv_transpose2d", "max_pool2d", "avg_pool2d"})
 _ROWWISE = frozenset({"dense", "qdense", "matmul_integer"})
 
@@ -60,7 +61,7 @@ def _fail(node: Node, why: str) -> NotSeparable:
 def _rule(graph: Graph, node: Node, ins: list[Carried | None], size: int) -> Carried:
     op, c = node.op, ins[0]
     shapes = [graph.type_of(v).shape for v in node.inputs]
-    if op in _ELEMENTWISE or op in BROADCASTING or op in ("quantize", "dequantize"):
+    if op in _ELEMENTWISE or op in BROADCASTING or op in LOGIC or op in ("quantize", "dequantize"):
         return _broadcast(graph, node, ins, size)
     if op == "embedding":  # (weight, ids): the ids' axes come first in the output
         if c is not None:
@@ -91,7 +92,7 @@ def _rule(graph: Graph, node: Node, ins: list[Carried | None], size: int) -> Car
         if c.axis == int(node.attr("axis", -1)) % rank:
             raise _fail(node, "normalizes over the dimension")
         return c
-    if op in ("mean", "reduce_max", "reduce_min"):
+    if op in ("mean", "reduce_max", "reduce_min", "reduce_sum", "reduce_prod"):
         axes = reduce_axes(node, rank)
         if c.axis in axes:
             raise _fail(node, "reduces over the dimension")

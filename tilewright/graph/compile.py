@@ -92,6 +92,7 @@ def compile(model, example_inputs=None, target="cpu", trials: int = 0, records=N
         raise ShapeError(f"compile: dtype {dtype!r} is for GPU targets ('cuda', 'opencl'); CPU models run "
                          f"'float32' or 'bfloat16'")
     graph = model if isinstance(model, Graph) else _as_graph(model, example_inputs, name)
+    guards = getattr(graph, "value_guards", {})  # integer inputs whose example value fixed a shape
     graph = optimize(infer_types(graph))
     if dtype == "bfloat16" and not tgt.is_gpu:
         from .bfloat16 import to_bfloat16, warn_without_bf16_dot
@@ -112,6 +113,12 @@ def compile(model, example_inputs=None, target="cpu", trials: int = 0, records=N
     store = open_records(records)
     if tgt.is_gpu:
         from .device_build import compile_for_device
+
+        if guards:
+            from ..errors import ShapeError
+
+            raise ShapeError(f"compile for {tgt.kind}: inputs {sorted(guards)} fix shapes through their values, "
+                             "which GPU modules do not check yet; make them constants of the model")
 
         return compile_for_device(graph, tgt, store, trials, progress, layout, dtype, options=options,
                                   executor=executor)
@@ -136,6 +143,7 @@ def compile(model, example_inputs=None, target="cpu", trials: int = 0, records=N
         with store:
             module = build_module(partition, tgt, programs, tasks, kernels_choice=kernels, store=store,
                                   fuse_b2b=fuse_b2b)
+    module.value_guards = guards
     module.tuning = tuning  # new trials measured, records reused, seconds: what this compile cost
     module.layout = layout
     return module
@@ -154,9 +162,9 @@ def _as_graph(model, example_inputs, name: str | None) -> Graph:
             raise ShapeError(f"compile: a model path must name an ONNX file (*.onnx), got {path!r}")
         if not os.path.isfile(path):
             raise ShapeError(f"compile: no ONNX file at {path!r}")
-        return _from_onnx(path, name)
+        return _from_onnx(path, name, example_inputs)
     if type(model).__module__.startswith("onnx") and type(model).__name__ == "ModelProto":
-        return _from_onnx(model, name)
+        return _from_onnx(model, name, example_inputs)
     try:
         import torch
     except ImportError:
@@ -174,9 +182,11 @@ def _as_graph(model, example_inputs, name: str | None) -> Graph:
     return from_torch(model, tuple(example_inputs), name=name)
 
 
-def _from_onnx(model, name: str | None) -> Graph:
+def _from_onnx(model, name: str | None, example_inputs=None) -> Graph:
+    """An ONNX model's graph; integer inputs among `example_inputs` that fix a shape take their value."""
     from ..errors import ShapeError
     from .frontend import from_onnx
+    from .frontend.onnx_inputs import example_values
 
     if isinstance(model, str):
         import onnx
@@ -185,4 +195,4 @@ def _from_onnx(model, name: str | None) -> Graph:
             model = onnx.load(model)
         except Exception as e:  # noqa: BLE001 - a truncated or foreign file: protobuf's DecodeError, OSError, ...
             raise ShapeError(f"compile: could not read the ONNX model {model!r}: {type(e).__name__}: {e}") from e
-    return from_onnx(model, name=name)
+    return from_onnx(model, name=name, input_values=example_values(model, example_inputs))

@@ -112,7 +112,7 @@ class DynamicModule:
                     raise ShapeError(f"compile: dynamic names axis {axis} of input '{source.input_names[i]}', which "
                                      f"has {len(shapes[i])} axes")
         self.modules: dict[tuple[int, ...], object] = {}
-        self.fastest: dict[tuple[int, ...], float] = {}  # seconds of each module's fastest call
+        self.seconds: dict[tuple[int, ...], float] = {}  # each split module's time, measured when compiled
         self._graphs: dict[tuple[int, ...], object] = {}
         self._lock = threading.RLock()
         self.split, self.split_reason = None, "no dynamic dimension"
@@ -226,17 +226,13 @@ class DynamicModule:
         return outs[0] if len(outs) == 1 else outs
 
     def _run(self, key, xs) -> list[np.ndarray]:
-        module = self.specialize(key)
-        start = time.perf_counter()
-        outs = module(*xs)
-        seconds = time.perf_counter() - start
-        self.fastest[key] = min(self.fastest.get(key, seconds), seconds)
+        outs = self.specialize(key)(*xs)
         return list(outs) if isinstance(outs, list) else [outs]
 
     def plan(self, key: tuple[int, ...]) -> list[tuple[int, int]]:
         """(bucket, real slices) per kernel call for the split Dim's size in `key`: the cheapest cover by
-        the buckets, fewer calls where costs tie. A bucket costs its kernels' time at these sizes (timed when
-        compiled); where those are not compiled yet, the times at the nearest sizes that are, scaled (the
+        the buckets, fewer calls where costs tie. A bucket costs its module's time at these sizes (`seconds`,
+        timed when compiled); where those are not compiled yet, the times at the nearest sizes that are, scaled (the
         ratios between buckets are what matter). The buckets a plan needs are compiled at its first use."""
         d = self.dims.index(self.split)
         total = key[d]
@@ -250,7 +246,7 @@ class DynamicModule:
     def _bucket_costs(self, rest: tuple[int, ...], d: int) -> dict[int, float]:
         buckets = self.split.buckets()
         by_rest: dict[tuple[int, ...], dict[int, float]] = {}
-        for k, t in self.fastest.items():
+        for k, t in self.seconds.items():
             by_rest.setdefault(k[:d] + k[d + 1:], {})[k[d]] = t
         here = by_rest.get(rest, {})
         full = [r for r, times in by_rest.items() if r != rest and len(times) == len(buckets)]
@@ -263,13 +259,17 @@ class DynamicModule:
         return {b: here.get(b, unit * (b + 1)) for b in buckets}  # a call costs about one slice more
 
     def _time(self, key: tuple[int, ...]) -> None:
-        """The new module's time on zeros (after one warm-up call), for plans."""
+        """The new module's time for plans: the median of three calls on zeros, after one to warm up (every
+        bucket timed the same way, so none looks cheaper for having been called more often)."""
         module = self.modules[key]
         xs = [np.zeros(t.shape, t.dtype) for t in module.input_types]
         module(*xs)
-        start = time.perf_counter()
-        module(*xs)
-        self.fastest[key] = time.perf_counter() - start
+        times = []
+        for _ in range(3):
+            start = time.perf_counter()
+            module(*xs)
+            times.append(time.perf_counter() - start)
+        self.seconds[key] = float(np.median(times))
 
     def _run_in_slices(self, key, xs) -> list[np.ndarray]:
         d = self.dims.index(self.split)

@@ -17,6 +17,7 @@ from .blocked import block_of, blocked_shape, unblocked_shape
 from .conv_types import conv2d_type, conv_transpose2d_type, dense_type, layout_block, pair, quad
 from .integer_ops import TYPES as INTEGER_TYPES
 from .ir import Graph, Node, TensorType
+from .logic_ops import TYPES as LOGIC_TYPES
 from .opset import FLOAT_ONLY_UNARY, spec
 from .quantized_ops import TYPES as QUANTIZED_TYPES
 
@@ -287,7 +288,7 @@ _RULES = {
     "softmax": _softmax, "max_pool2d": _pool, "avg_pool2d": _pool, "mean": _mean, "reshape": _reshape,
     "permute": _permute, "pad": _pad, "concat": _concat, "slice": _slice, "layout_transform": _layout_transform,
     "winograd_input": _winograd_input, "winograd_output": _winograd_output, **QUANTIZED_TYPES,
-    **INTEGER_TYPES, "reduce_max": _mean, "reduce_min": _mean,
+    **INTEGER_TYPES, **LOGIC_TYPES, "reduce_max": _mean, "reduce_min": _mean, "reduce_sum": _mean, "reduce_prod": _mean,
 }
 
 

@@ -61,6 +61,7 @@ class Module:
                 self._workspace.update((w, (i, nbytes)) for w, nbytes in zip(self._workspace_of[g.name], sizes))
         self.plan = plan_memory(partition, self._workspace)
         self.kernels = kernels
+        self.value_guards: dict[str, np.ndarray] = {}  # inputs whose compiled value every call must repeat
         self.templates: list = []  # graph/template_choice.py's decisions, where compile(kernels=...) made any
         self.b2b: list = []  # graph/b2b_fusion.py's decisions per pair of dense layers
         graph = self.graph
@@ -155,6 +156,11 @@ class Module:
             if a.dtype != np.dtype(t.dtype):
                 raise ShapeError(f"model '{self.graph.name}': input '{name}' has dtype {a.dtype}, expected "
                                  f"{t.dtype} (cast it with .astype(np.{t.dtype}))")
+            fixed = self.value_guards.get(name)
+            if fixed is not None and not np.array_equal(a, fixed):
+                raise ShapeError(f"model '{self.graph.name}': input '{name}' holds {a.ravel().tolist()[:8]}, but "
+                                 f"the module was compiled for {fixed.ravel().tolist()[:8]} (its value fixes a shape "
+                                 "or an attribute); compile again with this value in example_inputs")
             out.append(np.require(a, requirements="C"))
         for i, rows, wraps, node in self._ids:
             ids = out[i]

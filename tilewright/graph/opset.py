@@ -107,6 +107,9 @@ _SPECS = [
            "NumPy's astype between integer, bool and float dtypes; float -> integer is refused (graph/integer_ops.py)"),
     OpSpec("reduce_max", ("x",), {"axes": None, "keepdims": True}, Pattern.REDUCTION, "max over `axes`"),
     OpSpec("reduce_min", ("x",), {"axes": None, "keepdims": True}, Pattern.REDUCTION, "min over `axes`"),
+    OpSpec("reduce_sum", ("x",), {"axes": None, "keepdims": True}, Pattern.REDUCTION,
+           "sum over `axes` (graph/reduce_ops.py)"),
+    OpSpec("reduce_prod", ("x",), {"axes": None, "keepdims": True}, Pattern.REDUCTION, "product over `axes`"),
     OpSpec("dynamic_scale", ("low", "high"), {}, Pattern.INJECTIVE,
            "ONNX DynamicQuantizeLinear's y_scale from x's range widened to hold 0: (high - low) / 255, 1 where "
            "that is 0"),
@@ -115,6 +118,11 @@ _SPECS = [
            "(ONNX MatMulInteger with the zero points folded by the frontend)"),
     OpSpec("layout_transform", ("x",), {"src": None, "dst": None}, Pattern.INJECTIVE,
            "re-pack between 'NCHW' and 'NCHW{b}c' (graph/layout.py inserts these)"),
+    *(OpSpec(n, ("a", "b"), {}, Pattern.INJECTIVE, "-> bool, NumPy broadcasting (graph/logic_ops.py)")
+      for n in ("equal", "less", "less_equal", "greater", "greater_equal", "logical_and", "logical_or",
+                "logical_xor")),
+    OpSpec("logical_not", ("x",), {}, Pattern.INJECTIVE, "bool -> bool"),
+    OpSpec("where", ("cond", "a", "b"), {}, Pattern.INJECTIVE, "a where cond holds, else b; NumPy broadcasting"),
     *(OpSpec(n, ("x",), {}, Pattern.INJECTIVE, d) for n, d in _UNARY.items()),
     *(OpSpec(n, ("a", "b"), {}, Pattern.INJECTIVE, "NumPy broadcasting") for n in _BINARY),
 ]

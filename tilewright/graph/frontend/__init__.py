@@ -14,11 +14,12 @@ def from_torch(module, example_inputs, decompose: bool = True, name: str | None 
     return convert(module, example_inputs, decompose=decompose, name=name)
 
 
-def from_onnx(model_or_path, name: str | None = None, input_shapes: dict | None = None):
+def from_onnx(model_or_path, name: str | None = None, input_shapes: dict | None = None,
+              input_values: dict | None = None):
     """See `graph.frontend.onnx.from_onnx`."""
     from .onnx import from_onnx as convert
 
-    return convert(model_or_path, name=name, input_shapes=input_shapes)
+    return convert(model_or_path, name=name, input_shapes=input_shapes, input_values=input_values)
 
 
 __all__ = ["from_torch", "from_onnx", "UnsupportedOpError"]

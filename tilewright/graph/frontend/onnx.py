@@ -19,12 +19,16 @@ from ..infer import infer_node
 from ..ir import Node, TensorType
 from ..opset import FLOAT_ONLY_UNARY
 from .builder import GraphBuilder, UnsupportedOpError, unsupported
+from .onnx_activations import ACTIVATION_HANDLERS
 from .onnx_attention import attention
 from .onnx_conv_transpose import conv_transpose
 from .onnx_fold import fold, reshape_shape
+from .onnx_inputs import fixed_input_shapes
+from .onnx_logic import LOGIC_HANDLERS
 from .onnx_normalization import batch_norm, layer_norm
 from .onnx_opsets import REVIEWED_OPSET, newer_attributes, supported_opsets
 from .onnx_quantized import QUANTIZED_HANDLERS, quantized_nk
+from .onnx_reduce import REDUCE_HANDLERS
 
 _UNARY = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Sqrt": "sqrt", "Erf": "erf", "Exp": "exp",
           "Neg": "neg", "Abs": "abs", "Log": "log", "Floor": "floor", "Ceil": "ceil", "Round": "round", "Sin": "sin",
@@ -35,7 +39,7 @@ _BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Pow": "pow",
 
 
 class _Importer:
-    def __init__(self, model, name):
+    def __init__(self, model, name, input_values=None):
         import onnx
         from onnx import numpy_helper, shape_inference
 
@@ -56,6 +60,8 @@ class _Importer:
                 self.onnx_types[vi.name] = t
         self.node = None
         self.opset = REVIEWED_OPSET
+        self.input_values = dict(input_values or {})  # example values of graph inputs, for `const`
+        self.guards: dict[str, np.ndarray] = {}  # integer inputs whose example value fixed a shape
 
     def _tensor_type(self, vi) -> TensorType | None:
         tt = vi.type.tensor_type
@@ -84,9 +90,16 @@ class _Importer:
         return self.onnx_types.get(onnx_name)
 
     def const(self, onnx_name: str, what: str) -> np.ndarray:
-        if onnx_name not in self.known:
-            raise self.fail(f"{what} ('{onnx_name}') must be a constant")
-        return self.known[onnx_name]
+        """A constant's array; an integer graph input's example value, which every call must then repeat
+        (the module checks it: it fixed a shape or an attribute here)."""
+        if onnx_name in self.known:
+            return self.known[onnx_name]
+        example = self.input_values.get(onnx_name)
+        if example is not None and onnx_name in self.env and np.asarray(example).dtype.kind in "iub":
+            self.guards[onnx_name] = np.array(example)
+            return self.guards[onnx_name]
+        raise self.fail(f"{what} ('{onnx_name}') must be a constant, or an integer graph input given a value "
+                        "in example_inputs (then fixed: every call must pass the same value)")
 
     def emit(self, op, inputs, attrs=None, out: str | None = None) -> str:
         """Append a graph node; its type is ONNX's for `out` when static, else the graph's own inference."""
@@ -150,7 +163,9 @@ class _Importer:
                 raise
             except Exception as e:  # noqa: BLE001 - a form of the op the mapping did not foresee: name it
                 raise self.fail(f"{type(e).__name__}: {e}") from e
-        return self.b.build([self.value(o.name) for o in self.g.output])
+        graph = self.b.build([self.value(o.name) for o in self.g.output])
+        graph.value_guards = {self.env[k]: v for k, v in self.guards.items()}
+        return graph
 
 
 def _constant(a, imp):
@@ -295,20 +310,6 @@ def _pool(imp, n, ins, a):
         imp.emit("avg_pool2d", [imp.value(ins[0])], attrs, n.output[0])
 
 
-def _reduce(op: str):
-    """ReduceMean / ReduceMax / ReduceMin: axes as an attribute (opsets < 18) or a constant input."""
-    def handler(imp, n, ins, a):
-        rank = len(imp.type_of(ins[0]).shape)
-        axes = [int(x) for x in imp.const(ins[1], "axes").ravel()] if len(ins) > 1 and ins[1] else a.get("axes", [])
-        if not axes and a.get("noop_with_empty_axes", 0):
-            return _identity(imp, n, ins, a)
-        if rank == 0 or 0 in imp.type_of(ins[0]).shape:
-            raise imp.fail("a reduction of a scalar or an empty tensor")
-        axes = tuple(sorted(x % rank for x in axes)) if axes else tuple(range(rank))
-        imp.emit(op, [imp.value(ins[0])], {"axes": axes, "keepdims": bool(a.get("keepdims", 1))}, n.output[0])
-    return handler
-
-
 def _reshape_to(imp, n, ins, shape):
     x = imp.value(ins[0])
     if imp.b.types[x].shape == tuple(shape):
@@ -325,9 +326,7 @@ def _reshape(imp, n, ins, a):
 def _shape_change(imp, n, ins, a):
     """Flatten, Squeeze, Unsqueeze on a tensor: the output shape, folded on the input's shape."""
     shape = imp.type_of(ins[0]).shape
-    if any(i and i not in imp.known for i in ins[1:]):
-        raise imp.fail("its axes must be constant")
-    rest = [imp.known.get(i) if i else None for i in ins[1:]]
+    rest = [imp.const(i, "its axes") if i else None for i in ins[1:]]
     out = fold(n.op_type, a, [np.zeros(shape, np.float32), *rest], [shape])
     if out is None:
         raise imp.fail("its axes must be constant")
@@ -384,7 +383,14 @@ def _concat(imp, n, ins, a):
 
 
 def _cast(imp, n, ins, a):
-    to = np.dtype(imp.onnx.helper.tensor_dtype_to_np_dtype(a["to"]))
+    """Cast to attribute `to`, or (CastLike) to the dtype of the second input."""
+    if n.op_type == "CastLike":
+        target = imp.type_of(ins[1])
+        if target is None:
+            raise imp.fail("the target input needs a known type")
+        to = np.dtype(target.dtype)
+    else:
+        to = np.dtype(imp.onnx.helper.tensor_dtype_to_np_dtype(a["to"]))
     src = imp.b.types[imp.value(ins[0])].dtype
     if to == np.dtype(src):
         return _identity(imp, n, ins, a)
@@ -396,8 +402,7 @@ def _cast(imp, n, ins, a):
 
 _HANDLERS = {
     "Conv": _conv, "Gemm": _gemm, "MatMul": _matmul, "BatchNormalization": batch_norm,
-    "LayerNormalization": layer_norm, "MaxPool": _pool, "AveragePool": _pool, "ReduceMean": _reduce("mean"),
-    "ReduceMax": _reduce("reduce_max"), "ReduceMin": _reduce("reduce_min"),
+    "LayerNormalization": layer_norm, "MaxPool": _pool, "AveragePool": _pool, **REDUCE_HANDLERS, **LOGIC_HANDLERS,
     "Softmax": lambda imp, n, ins, a: imp.emit("softmax", [imp.value(ins[0])], {"axis": a.get("axis", -1)},
                                                n.output[0]),
     "LeakyRelu": lambda imp, n, ins, a: imp.emit("leaky_relu", [imp.value(ins[0])], {"alpha": a.get("alpha", 0.01)},
@@ -406,7 +411,7 @@ _HANDLERS = {
                                             n.output[0]),
     "GlobalAveragePool": lambda imp, n, ins, a: imp.emit("mean", [imp.value(ins[0])],
                                                          {"axes": (2, 3), "keepdims": True}, n.output[0]),
-    "Clip": _clip, "Pad": _pad, "Concat": _concat, "Cast": _cast,
+    "Clip": _clip, "Pad": _pad, "Concat": _concat, "Cast": _cast, "CastLike": _cast, **ACTIVATION_HANDLERS,
     **QUANTIZED_HANDLERS,
     "Attention": attention, "ConvTranspose": conv_transpose, "Gather": _gather,
     "Reshape": _reshape, "Flatten": _shape_change, "Squeeze": _shape_change, "Unsqueeze": _shape_change,
@@ -414,40 +419,25 @@ _HANDLERS = {
     **{k: _unary(v) for k, v in _UNARY.items()},
     **{k: (_variadic if k in _VARIADIC else _binary)(v) for k, v in _BINARY.items()},
 }
-SUPPORTED = tuple(sorted([*_HANDLERS, "Constant", "Shape", "Size", "Slice", "ConstantOfShape", "Range",
-                          "Equal", "Where"]))
+SUPPORTED = tuple(sorted({*_HANDLERS, "Constant", "Shape", "Size", "Slice", "ConstantOfShape", "Range"}))
 
 
-def _fix_input_shapes(model, input_shapes):
-    """A copy of `model` whose named inputs have the given static shapes (a dynamic batch made 1, say)."""
-    import onnx
-
-    model = onnx.ModelProto.FromString(model.SerializeToString())
-    inputs = {i.name: i for i in model.graph.input}
-    for name, shape in input_shapes.items():
-        if name not in inputs:
-            raise UnsupportedOpError(f"from_onnx: input_shapes names '{name}', which is not a graph input; "
-                                     f"inputs: {', '.join(inputs)}")
-        dims = inputs[name].type.tensor_type.shape.dim
-        del dims[:]
-        for d in shape:
-            dims.add().dim_value = int(d)
-    return model
-
-
-def from_onnx(model_or_path, name: str | None = None, input_shapes: dict | None = None):
+def from_onnx(model_or_path, name: str | None = None, input_shapes: dict | None = None,
+              input_values: dict | None = None):
     """The graph of an ONNX model (a ModelProto, or a path to a .onnx file); `input_shapes` maps input names to
-    static shapes for models exported with dynamic dimensions."""
+    static shapes for models exported with dynamic dimensions. `input_values` maps input names to example
+    arrays: an integer input that fixes a shape or an attribute (a Reshape's shape, a reduction's axes) takes
+    its example's value, listed in the graph's `value_guards` for the module to check on every call."""
     import onnx
 
     model = model_or_path if isinstance(model_or_path, onnx.ModelProto) else onnx.load(str(model_or_path))
     if input_shapes:
-        model = _fix_input_shapes(model, input_shapes)
+        model = fixed_input_shapes(model, input_shapes)
     version = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
     opsets = supported_opsets()
     if version not in opsets:
         raise UnsupportedOpError(f"from_onnx: model '{model.graph.name}' uses opset {version}; supported opsets: "
                                  f"{opsets.start}-{opsets.stop - 1} (onnx.version_converter can convert it)")
-    importer = _Importer(model, name)
+    importer = _Importer(model, name, input_values)
     importer.opset = version
     return importer.run()
