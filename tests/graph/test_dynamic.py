@@ -176,3 +176,21 @@ def test_torch_compile_dynamic_builds_one_module_per_size(tmp_path):
             _close(compiled(x), model(x))
     assert len(built) == 1 and len(built[0].specializations) == 2
     assert all(getattr(r, "tilewright_partitions", 0) == 1 for r in built[0].specializations.values())
+
+
+def test_an_output_merging_batch_and_sequence_is_cut_by_its_own_shape(tmp_path):
+    class Rows(torch.nn.Module):  # [B, S, 16] -> [B * S, 8]: the batch's inner factor is the sequence
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(16, 8)
+
+        def forward(self, x):
+            return self.lin(x).reshape(-1, 8)
+
+    torch.manual_seed(0)
+    model = Rows().eval()
+    module = tw.compile(model, (torch.randn(2, 4, 16),), dynamic={0: {0: tw.Dim("b", 1, 4), 1: tw.Dim("s", 1, 9)}},
+                        target=AVX2, records=tmp_path / "r.db", progress=False)
+    for b, s in ((3, 4), (3, 7)):
+        x = torch.randn(b, s, 16)
+        _close(module(x), model(x))

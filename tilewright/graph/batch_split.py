@@ -20,7 +20,7 @@ from .ir import Graph, Node
 from .logic_ops import BINARY as LOGIC
 from .opset import _UNARY, BROADCASTING
 
-_ELEMENTWISE = frozenset({*_UNARY, "leaky_relu", "gelu", "clip", "cast", "logical_not", "where"})
+_ELEMENTWISE = frozenset({*_UNARY, "leaky_relu", "gelu", "clip", "cast", "logical_not", "where", "mod"})
 _BATCH_FIRST = frozenset({"conv2d", "qconv2d", "conv_transpose2d", "max_pool2d", "avg_pool2d"})
 _ROWWISE = frozenset({"dense", "qdense", "matmul_integer"})
 

@@ -173,9 +173,13 @@ class DynamicModule:
                     sizes = ", ".join(f"{d.name}={s}" for d, s in zip(self.dims, key))
                     print(f"[tilewright] dynamic: compiling the specialization {sizes}", flush=True)
                 graph = self._graph(key)
-                if self.split is not None and key[self.dims.index(self.split)] >= 2:
-                    dim = self.split
-                    carried_axes(graph, {graph.inputs[i]: a for i, a in self._at[dim]}, key[self.dims.index(dim)])
+                d = self.dims.index(self.split) if self.split is not None else None
+                if d is not None and key[d] >= 2:  # each traced graph proved again, not only the first
+                    try:
+                        carried_axes(graph, {graph.inputs[i]: a for i, a in self._at[self.split]}, key[d])
+                    except NotSeparable as e:
+                        raise ShapeError(f"dynamic model: at sizes {key} the graph mixes the slices of "
+                                         f"'{self.split.name}': {e}") from e
                 self.modules[key] = self._compile_graph(graph, trials)
                 self._graphs.pop(key, None)
                 if self.split is not None:
@@ -278,7 +282,9 @@ class DynamicModule:
         for bucket, take in self.plan(key):
             chunk = [_rows(x, axis_of[i], start, take, bucket) if i in axis_of else x for i, x in enumerate(xs)]
             outs = self._run(key[:d] + (bucket,) + key[d + 1:], chunk)
-            parts.append([o if c is None else np.take(o, range(take * c.inner), axis=c.axis)
+            # an output axis holds `bucket` slices of o.shape[axis] // bucket entries (the inner factor may
+            # depend on the other sizes, a sequence merged into the batch axis)
+            parts.append([o if c is None else np.take(o, range(take * (o.shape[c.axis] // bucket)), axis=c.axis)
                           for o, c in zip(outs, self._carried_out)])
             start += take
         return [p[0] if c is None else np.concatenate(p, axis=c.axis)

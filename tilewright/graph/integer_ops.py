@@ -8,6 +8,8 @@ lowering to te, one table each for `infer`, `reference` and `lower_te` (specs in
 - `dynamic_scale(low, high)`: ONNX DynamicQuantizeLinear's y_scale from x's range widened to hold 0
   (low = min(min(x), 0), high = max(max(x), 0)): (high - low) / 255 in float32, 1 where that is 0 (an
   all-zero x), as ONNX Runtime gives;
+- `mod(a, b)`, attr `fmod`: integer remainder, NumPy broadcasting; fmod 1 takes the dividend's sign
+  (C's `%`), fmod 0 the divisor's (Python's); a zero divisor gives `a` (fmod 1) as the kernels define it;
 - `matmul_integer(x, weight, bias?)`: acc[..., n] = sum_k x[..., k] * W[n, k] + bias[n] in int32, x uint8,
   the int8 weight stored [N/8, K/4, 8, 4] as `qdense`'s (what dot-product instructions read)."""
 
@@ -16,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ShapeError
-from ..te import compute, reduce_axis, select
+from ..te import compute, floormod, reduce_axis, select, truncmod
 from ..te import max as te_max
 from ..te import min as te_min
 from .ir import Node, TensorType
@@ -70,8 +72,18 @@ def _matmul_integer_type(node: Node, ins):
     return [TensorType((*x.shape[:-1], n), "int32")]
 
 
+def _mod_type(node: Node, ins):
+    from .infer import broadcast_shapes
+
+    shape = broadcast_shapes(ins[0].shape, ins[1].shape)
+    if ins[0].dtype != ins[1].dtype or not np.issubdtype(np.dtype(ins[0].dtype), np.integer) or shape is None:
+        raise _fail(node, ins, "takes two integer inputs of one dtype whose shapes broadcast")
+    return [TensorType(shape, ins[0].dtype)]
+
+
 # reduce_max / reduce_min take mean's type rule (graph/infer.py)
-TYPES = {"cast": _cast_type, "dynamic_scale": _dynamic_scale_type, "matmul_integer": _matmul_integer_type}
+TYPES = {"cast": _cast_type, "dynamic_scale": _dynamic_scale_type, "matmul_integer": _matmul_integer_type,
+         "mod": _mod_type}
 
 
 # --- reference ---
@@ -96,7 +108,14 @@ def reference_matmul_integer(node: Node, x, w, bias=None):
     return acc.astype(np.int32)
 
 
+def reference_mod(node: Node, a, b):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = (np.fmod if node.attr("fmod", 0) else np.mod)(a, b)
+    return np.where(b == 0, a, r).astype(a.dtype)
+
+
 REFERENCE = {
+    "mod": reference_mod,
     "cast": lambda n, x: x.astype(_numpy_dtype(n.attr("dtype"))),
     "reduce_max": lambda n, x: np.max(x, axis=_axes(n, x.ndim), keepdims=bool(n.attr("keepdims", True))),
     "reduce_min": lambda n, x: np.min(x, axis=_axes(n, x.ndim), keepdims=bool(n.attr("keepdims", True))),
@@ -153,7 +172,18 @@ def lower_matmul_integer(node: Node, a: list, name: str):
     return compute(acc.shape, lambda *i: acc[i] + bias[i[-1]], name=name)
 
 
+def lower_mod(node: Node, a: list, name: str):
+    from ..ops.elementwise import broadcast_index
+    from .infer import broadcast_shapes
+
+    rem = truncmod if node.attr("fmod", 0) else floormod
+    x, y = a
+    return compute(broadcast_shapes(x.shape, y.shape),
+                   lambda *i: rem(x[broadcast_index(x.shape, i)], y[broadcast_index(y.shape, i)]), name=name)
+
+
 LOWER = {
+    "mod": lower_mod,
     "cast": lambda n, a, name: compute(a[0].shape, lambda *i: a[0][i].astype(n.attr("dtype")), name=name),
     "reduce_max": _lower_reduce(te_max),
     "reduce_min": _lower_reduce(te_min),

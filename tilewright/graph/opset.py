@@ -122,6 +122,8 @@ _SPECS = [
       for n in ("equal", "less", "less_equal", "greater", "greater_equal", "logical_and", "logical_or",
                 "logical_xor")),
     OpSpec("logical_not", ("x",), {}, Pattern.INJECTIVE, "bool -> bool"),
+    OpSpec("mod", ("a", "b"), {"fmod": 0}, Pattern.INJECTIVE,
+           "integer remainder: fmod 1 with the dividend's sign, 0 with the divisor's (graph/integer_ops.py)"),
     OpSpec("where", ("cond", "a", "b"), {}, Pattern.INJECTIVE, "a where cond holds, else b; NumPy broadcasting"),
     *(OpSpec(n, ("x",), {}, Pattern.INJECTIVE, d) for n, d in _UNARY.items()),
     *(OpSpec(n, ("a", "b"), {}, Pattern.INJECTIVE, "NumPy broadcasting") for n in _BINARY),

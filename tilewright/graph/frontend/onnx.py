@@ -29,6 +29,7 @@ from .onnx_normalization import batch_norm, layer_norm
 from .onnx_opsets import REVIEWED_OPSET, newer_attributes, supported_opsets
 from .onnx_quantized import QUANTIZED_HANDLERS, quantized_nk
 from .onnx_reduce import REDUCE_HANDLERS
+from .onnx_shape_ops import SHAPE_HANDLERS
 
 _UNARY = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Sqrt": "sqrt", "Erf": "erf", "Exp": "exp",
           "Neg": "neg", "Abs": "abs", "Log": "log", "Floor": "floor", "Ceil": "ceil", "Round": "round", "Sin": "sin",
@@ -403,6 +404,7 @@ def _cast(imp, n, ins, a):
 _HANDLERS = {
     "Conv": _conv, "Gemm": _gemm, "MatMul": _matmul, "BatchNormalization": batch_norm,
     "LayerNormalization": layer_norm, "MaxPool": _pool, "AveragePool": _pool, **REDUCE_HANDLERS, **LOGIC_HANDLERS,
+    **SHAPE_HANDLERS,
     "Softmax": lambda imp, n, ins, a: imp.emit("softmax", [imp.value(ins[0])], {"axis": a.get("axis", -1)},
                                                n.output[0]),
     "LeakyRelu": lambda imp, n, ins, a: imp.emit("leaky_relu", [imp.value(ins[0])], {"alpha": a.get("alpha", 0.01)},
@@ -419,7 +421,7 @@ _HANDLERS = {
     **{k: _unary(v) for k, v in _UNARY.items()},
     **{k: (_variadic if k in _VARIADIC else _binary)(v) for k, v in _BINARY.items()},
 }
-SUPPORTED = tuple(sorted({*_HANDLERS, "Constant", "Shape", "Size", "Slice", "ConstantOfShape", "Range"}))
+SUPPORTED = tuple(sorted({*_HANDLERS, "Constant", "Shape", "Size"}))
 
 
 def from_onnx(model_or_path, name: str | None = None, input_shapes: dict | None = None,

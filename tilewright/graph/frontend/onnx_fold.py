@@ -50,6 +50,13 @@ def reshape_shape(shape, target, allowzero=False) -> tuple[int, ...]:
     return tuple(out)
 
 
+def _truncating_divide(a, b):
+    """Integer division rounding toward zero, as ONNX's Div and C's `/` do (NumPy's // floors)."""
+    a, b = np.asarray(a), np.asarray(b)
+    q = np.abs(a) // np.abs(b)
+    return np.where((a < 0) != (b < 0), -q, q).astype(np.result_type(a, b))
+
+
 def _shape(attrs, shapes):
     s = np.array(shapes[0], dtype=np.int64)
     start, end = attrs.get("start", 0), attrs.get("end", None)
@@ -73,7 +80,7 @@ _FOLD = {
     "Where": lambda a, xs: np.where(xs[0], xs[1], xs[2]),
     "Add": lambda a, xs: np.add(xs[0], xs[1]), "Sub": lambda a, xs: np.subtract(xs[0], xs[1]),
     "Mul": lambda a, xs: np.multiply(xs[0], xs[1]),
-    "Div": lambda a, xs: (np.floor_divide if np.asarray(xs[0]).dtype.kind in "iu" else np.divide)(xs[0], xs[1]),
+    "Div": lambda a, xs: _truncating_divide(*xs) if np.asarray(xs[0]).dtype.kind in "iu" else np.divide(*xs),
     "Sqrt": lambda a, xs: np.sqrt(xs[0]), "Neg": lambda a, xs: np.negative(xs[0]),
     "Flatten": lambda a, xs: xs[0].reshape(int(np.prod(xs[0].shape[:a.get("axis", 1)], dtype=np.int64)), -1),
 }

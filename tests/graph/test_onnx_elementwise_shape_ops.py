@@ -1,0 +1,85 @@
+"""ONNX's activations, integer Mod, and Expand / Tile / Split / Slice / Trilu on run-time tensors (with
+Range and ConstantOfShape folded from example values) compile and match ONNX Runtime."""
+
+import numpy as np
+import pytest
+from synthetic_targets import AVX2, host_runs
+
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+import tilewright as tw  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not host_runs(AVX2), reason="the host cannot run AVX2 kernels")
+
+
+def _check(nodes, inputs, xs, inits=(), opset=18, exact=False, tmp_path=None, out_type=TensorProto.FLOAT):
+    ort = pytest.importorskip("onnxruntime")
+    outputs = [helper.make_tensor_value_info(o, out_type, None) for o in nodes[-1].output]
+    g = helper.make_graph(nodes, "g", inputs, outputs, [numpy_helper.from_array(a, n) for n, a in inits])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {i.name: x for i, x in zip(inputs, xs)})
+    got = tw.compile(model, xs, target=AVX2, records=tmp_path / "r.db", progress=False)(*xs)
+    for g_, w in zip(got if isinstance(got, list) else [got], want, strict=True):
+        if exact:
+            np.testing.assert_array_equal(g_, w)
+        else:
+            np.testing.assert_allclose(g_, w, rtol=2e-5, atol=1e-6)
+
+
+def _vi(name, shape, dtype=TensorProto.FLOAT):
+    return helper.make_tensor_value_info(name, dtype, shape)
+
+
+@pytest.mark.parametrize("op, attrs", [
+    ("Elu", {"alpha": 0.7}), ("Celu", {"alpha": 1.5}), ("Selu", {}), ("HardSigmoid", {"alpha": 0.3}),
+    ("HardSwish", {}), ("Softplus", {}), ("Softsign", {}), ("ThresholdedRelu", {"alpha": 0.5}), ("Mish", {}),
+    ("Shrink", {"bias": 0.2, "lambd": 0.6}), ("Sign", {}), ("Tan", {}), ("LogSoftmax", {"axis": 1}),
+])
+def test_activations(op, attrs, tmp_path):
+    x = np.random.default_rng(0).uniform(-30, 30, (3, 7)).astype(np.float32)
+    x[0, :3] = [0.0, 0.5, -0.5]
+    _check([helper.make_node(op, ["x"], ["y"], **attrs)], [_vi("x", [3, 7])], [x], tmp_path=tmp_path)
+
+
+def test_prelu_sum_mean_isnan_isinf(tmp_path):
+    x = np.array([[1.0, -2.0, np.inf], [-np.inf, np.nan, 0.0]], np.float32)
+    slope = np.array([0.1, 0.2, 0.3], np.float32)
+    nodes = [helper.make_node("PRelu", ["x", "s"], ["p"]), helper.make_node("Sum", ["x", "p", "x"], ["t"]),
+             helper.make_node("Mean", ["t", "p"], ["m"]), helper.make_node("IsNaN", ["m"], ["n"]),
+             helper.make_node("IsInf", ["m"], ["i"], detect_negative=0), helper.make_node("Xor", ["n", "i"], ["y"])]
+    _check(nodes, [_vi("x", [2, 3])], [x], [("s", slope)], exact=True, tmp_path=tmp_path, out_type=TensorProto.BOOL)
+
+
+@pytest.mark.parametrize("fmod", [0, 1])
+def test_integer_mod_takes_the_sign_its_mode_says(fmod, tmp_path):
+    a = np.array([-7, 7, -7, 7, 5, -4], np.int32)
+    b = np.array([2, 2, -2, -2, 3, 3], np.int32)
+    _check([helper.make_node("Mod", ["a", "b"], ["y"], fmod=fmod)],
+           [_vi("a", [6], TensorProto.INT32), _vi("b", [6], TensorProto.INT32)], [a, b], exact=True, tmp_path=tmp_path,
+           out_type=TensorProto.INT32)
+
+
+def test_expand_tile_split_slice_trilu(tmp_path):
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    nodes = [helper.make_node("Expand", ["x", "shape"], ["e"]),  # [2, 3, 4] -> [2, 2, 3, 4]
+             helper.make_node("Tile", ["x", "reps"], ["t"]),
+             helper.make_node("Split", ["t", "parts"], ["s0", "s1"], axis=2),
+             helper.make_node("Slice", ["s1", "starts", "ends", "axes", "steps"], ["sl"]),
+             helper.make_node("Trilu", ["sl", "k"], ["tr"], upper=0),
+             helper.make_node("Add", ["tr", "tr"], ["y"])]
+    inits = [("shape", np.array([2, 1, 1, 1], np.int64)), ("reps", np.array([1, 2, 3], np.int64)),
+             ("parts", np.array([5, 7], np.int64)), ("starts", np.array([1, 0], np.int64)),
+             ("ends", np.array([6, 100], np.int64)), ("axes", np.array([1, -1], np.int64)),
+             ("steps", np.array([2, 3], np.int64)), ("k", np.array(1, np.int64))]
+    _check(nodes, [_vi("x", [2, 3, 4])], [x], inits, exact=True, tmp_path=tmp_path)
+    _check([helper.make_node("Expand", ["x", "shape"], ["y"])], [_vi("x", [2, 3, 4])], [x], inits[:1],
+           exact=True, tmp_path=tmp_path)
+
+
+def test_range_and_constant_of_shape_from_example_values(tmp_path):
+    start, limit, delta = (np.array(v, np.int64) for v in (2, 11, 3))
+    nodes = [helper.make_node("Range", ["a", "b", "c"], ["r"]), helper.make_node("Cast", ["r"], ["y"], to=1)]
+    _check(nodes, [_vi(n, [], TensorProto.INT64) for n in "abc"], [start, limit, delta], exact=True,
+           tmp_path=tmp_path)

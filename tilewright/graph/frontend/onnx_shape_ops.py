@@ -1,0 +1,121 @@
+"""ONNX ops that move or mask data on run-time tensors: Expand, Tile, Split, Slice, Trilu; and Range
+and ConstantOfShape whose inputs are known (constants, or integer graph inputs given example values),
+which become constants. Sizes must be known when the model is read: they come from constants or
+from the example values the module then checks on every call."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def _ints(imp, name: str, what: str) -> list[int]:
+    return [int(v) for v in np.asarray(imp.const(name, what)).ravel()]
+
+
+def _expand(imp, n, ins, a):
+    """x broadcast to the shape: a `where` over an all-true mask that is full only along the grown axes."""
+    x = imp.value(ins[0])
+    shape = imp.b.types[x].shape
+    target = _ints(imp, ins[1], "the target shape")
+    rank = max(len(shape), len(target))
+    have = (1,) * (rank - len(shape)) + tuple(shape)
+    want = (1,) * (rank - len(target)) + tuple(target)
+    if any(h != w and 1 not in (h, w) for h, w in zip(have, want)):
+        raise imp.fail(f"shape {list(shape)} does not broadcast to {target}")
+    grown = tuple(w if h == 1 and w != 1 else 1 for h, w in zip(have, want))
+    if all(g == 1 for g in grown) and rank == len(shape):
+        imp.env[n.output[0]] = x
+        return
+    mask = imp.b.constant(np.ones(grown, np.bool_), "expand_mask")
+    imp.emit("where", [mask, x, x], out=n.output[0])
+
+
+def _tile(imp, n, ins, a):
+    x = imp.value(ins[0])
+    for axis, times in enumerate(_ints(imp, ins[1], "repeats")):
+        if times < 1:
+            raise imp.fail("repeats below 1 (an empty result)")
+        if times > 1:
+            x = imp.emit("concat", [x] * times, {"axis": axis})
+    imp.env[n.output[0]] = x
+
+
+def _slice_along(imp, x: str, axis: int, start: int, stop: int, step: int = 1, out: str | None = None) -> str:
+    shape = imp.b.types[x].shape
+    begin, end, steps = [0] * len(shape), list(shape), [1] * len(shape)
+    begin[axis], end[axis], steps[axis] = start, stop, step
+    return imp.emit("slice", [x], {"begin": tuple(begin), "end": tuple(end), "step": tuple(steps)}, out)
+
+
+def _split(imp, n, ins, a):
+    x = imp.value(ins[0])
+    shape = imp.b.types[x].shape
+    axis = int(a.get("axis", 0)) % len(shape)
+    outs = [o for o in n.output]
+    if len(ins) > 1 and ins[1]:
+        sizes = _ints(imp, ins[1], "the split sizes")
+    elif "split" in a:
+        sizes = [int(s) for s in a["split"]]
+    else:
+        parts = int(a.get("num_outputs", len(outs)))
+        step = -(-shape[axis] // parts)
+        sizes = [min(step, shape[axis] - k * step) for k in range(parts)]
+    if sum(sizes) != shape[axis] or len(sizes) != len(outs) or min(sizes) < 1:
+        raise imp.fail(f"split sizes {sizes} for {len(outs)} outputs of an axis of {shape[axis]}")
+    start = 0
+    for size, out in zip(sizes, outs):
+        if out:
+            _slice_along(imp, x, axis, start, start + size, out=out)
+        start += size
+
+
+def _slice(imp, n, ins, a):
+    x = imp.value(ins[0])
+    shape = imp.b.types[x].shape
+    starts, ends = _ints(imp, ins[1], "starts"), _ints(imp, ins[2], "ends")
+    axes = _ints(imp, ins[3], "axes") if len(ins) > 3 and ins[3] else list(range(len(starts)))
+    steps = _ints(imp, ins[4], "steps") if len(ins) > 4 and ins[4] else [1] * len(starts)
+    begin, end, step = [0] * len(shape), list(shape), [1] * len(shape)
+    for s, e, ax, st in zip(starts, ends, axes, steps):
+        ax %= len(shape)
+        lo, hi, st = slice(s, e, st).indices(shape[ax])
+        if st < 1 or lo >= hi:
+            raise imp.fail("a reversed or empty slice")
+        begin[ax], end[ax], step[ax] = lo, hi, st
+    if (begin, end, step) == ([0] * len(shape), list(shape), [1] * len(shape)):
+        imp.env[n.output[0]] = x
+        return
+    imp.emit("slice", [x], {"begin": tuple(begin), "end": tuple(end), "step": tuple(step)}, n.output[0])
+
+
+def _trilu(imp, n, ins, a):
+    """x where the last two axes' (row, column) lie on the kept side of diagonal k, else 0."""
+    x = imp.value(ins[0])
+    shape = imp.b.types[x].shape
+    if len(shape) < 2:
+        raise imp.fail("an input of fewer than 2 axes")
+    k = _ints(imp, ins[1], "k")[0] if len(ins) > 1 and ins[1] else 0
+    rows, cols = np.indices(shape[-2:])
+    keep = (cols - rows >= k) if a.get("upper", 1) else (cols - rows <= k)
+    zero = imp.b.constant(np.zeros((), imp.b.types[x].dtype), "zero")
+    imp.emit("where", [imp.b.constant(keep, "trilu_mask"), x, zero], out=n.output[0])
+
+
+def _known(build):
+    """An op whose every input is known once example values are read: its output becomes a constant."""
+    def handler(imp, n, ins, a):
+        values = [np.asarray(imp.const(i, f"input {k}")) if i else None for k, i in enumerate(ins)]
+        imp.known[n.output[0]] = build(a, values)
+    return handler
+
+
+def _constant_of_shape(a, xs):
+    value = a["value"].ravel()[0] if "value" in a else np.float32(0)
+    return np.full(tuple(int(d) for d in xs[0]), value)
+
+
+SHAPE_HANDLERS = {
+    "Expand": _expand, "Tile": _tile, "Split": _split, "Slice": _slice, "Trilu": _trilu,
+    "Range": _known(lambda a, xs: np.arange(xs[0], xs[1], xs[2]).astype(xs[0].dtype)),
+    "ConstantOfShape": _known(_constant_of_shape),
+}
