@@ -73,3 +73,12 @@ def test_a_shape_input_takes_its_example_value_and_is_checked(tmp_path):
         module(x, np.array([4, 3], np.int64))
     with pytest.raises(UnsupportedOpError, match="must be a constant, or an integer graph input given a value"):
         tw.compile(model, target=AVX2, records=tmp_path / "r.db", progress=False)
+
+
+@pytest.mark.parametrize("op", ["ArgMax", "ArgMin"])
+@pytest.mark.parametrize("last", [0, 1])
+def test_arg_extremes_pick_the_first_or_last_tie(op, last, tmp_path):
+    x = np.random.default_rng(2).integers(0, 3, (4, 5, 3)).astype(np.float32)  # ties everywhere
+    model = _model([helper.make_node(op, ["x"], ["y"], axis=1, keepdims=0, select_last_index=last)],
+                   [_vi("x", [4, 5, 3])], [_vi("y", None, TensorProto.INT64)])
+    np.testing.assert_array_equal(_compiled(model, [x], tmp_path)(x), _onnxruntime(model, [x])[0])

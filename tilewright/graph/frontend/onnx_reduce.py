@@ -1,9 +1,12 @@
-"""ONNX's Reduce family onto the graph's reductions: Mean, Max, Min, Sum and Prod directly; SumSquare,
-L1, L2, LogSum and LogSumExp as a sum with elementwise ops around it (LogSumExp shifted by the
-maximum, so large inputs do not overflow). Axes come as an attribute (opsets < 18; Sum < 13) or as a
-second input: a constant, or an integer graph input given a value in the example inputs."""
+"""ONNX's Reduce family and ArgMax / ArgMin onto the graph's reductions: Mean, Max, Min, Sum and
+Prod directly; SumSquare, L1, L2, LogSum and LogSumExp as a sum with elementwise ops around it
+(LogSumExp shifted by the maximum, so large inputs do not overflow). Axes come as an attribute
+(opsets < 18; Sum < 13) or as a second input: a constant, or an integer graph input given a value in
+the example inputs."""
 
 from __future__ import annotations
+
+import numpy as np
 
 
 def _axes(imp, n, ins, a) -> tuple[int, ...] | None:
@@ -62,3 +65,28 @@ REDUCE_HANDLERS = {
     "ReduceL2": _reduce("reduce_sum", before="square", after="sqrt"),
     "ReduceLogSum": _reduce("reduce_sum", after="log"), "ReduceLogSumExp": _log_sum_exp,
 }
+
+
+def _arg_extreme(reduce_op: str):
+    """ArgMax / ArgMin: the first (or, with select_last_index, the last) index along `axis` holding the
+    extreme value, as int64: the extreme reduced, compared back, and the smallest (largest) matching index
+    reduced in turn (exact; no pair reducer needed)."""
+    def handler(imp, n, ins, a):
+        x = imp.value(ins[0])
+        shape = imp.b.types[x].shape
+        if len(shape) == 0 or 0 in shape:
+            raise imp.fail("an arg reduction of a scalar or an empty tensor")
+        axis = int(a.get("axis", 0)) % len(shape)
+        keep = bool(a.get("keepdims", 1))
+        last = bool(a.get("select_last_index", 0))
+        top = imp.emit(reduce_op, [x], {"axes": (axis,), "keepdims": True})
+        hit = imp.emit("equal", [x, top])
+        index = np.arange(shape[axis], dtype=np.int64).reshape([-1 if d == axis else 1 for d in range(len(shape))])
+        miss = imp.b.constant(np.array(-1 if last else shape[axis], np.int64), "miss")
+        candidates = imp.emit("where", [hit, imp.b.constant(index, "index"), miss])
+        imp.emit("reduce_max" if last else "reduce_min", [candidates], {"axes": (axis,), "keepdims": keep},
+                 n.output[0])
+    return handler
+
+
+REDUCE_HANDLERS.update({"ArgMax": _arg_extreme("reduce_max"), "ArgMin": _arg_extreme("reduce_min")})
