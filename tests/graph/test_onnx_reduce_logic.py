@@ -71,6 +71,10 @@ def test_a_shape_input_takes_its_example_value_and_is_checked(tmp_path):
     np.testing.assert_array_equal(module(x, np.array([3, 4], np.int64)), x.reshape(3, 4))
     with pytest.raises(ShapeError, match=r"input 'shape' holds \[4, 3\], but the module was compiled for \[3, 4\]"):
         module(x, np.array([4, 3], np.int64))
+    loaded = tw.load(module.export(tmp_path / "lib"))
+    np.testing.assert_array_equal(loaded(x, np.array([3, 4], np.int64)), x.reshape(3, 4))
+    with pytest.raises(ShapeError, match=r"input 'shape' holds \[4, 3\], but the library was compiled for"):
+        loaded(x, np.array([4, 3], np.int64))
     with pytest.raises(UnsupportedOpError, match="must be a constant, or an integer graph input given a value"):
         tw.compile(model, target=AVX2, records=tmp_path / "r.db", progress=False)
 

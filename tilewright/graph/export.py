@@ -123,13 +123,17 @@ def _run(cmd: list[str]) -> None:
 
 
 def _signature(module) -> str:
-    """model.json: the names, shapes and dtypes of the inputs and outputs, for `tw.load`."""
+    """model.json: the names, shapes and dtypes of the inputs and outputs, for `tw.load`; an input whose
+    value fixed a shape when compiled carries that value, which `tw.load`'s module checks."""
     import json
 
     g = module.graph
 
+    fixed = getattr(module, "value_guards", {})
+
     def side(values, types):
-        return [{"name": v, "shape": list(t.shape), "dtype": str(t.dtype)} for v, t in zip(values, types)]
+        return [{"name": v, "shape": list(t.shape), "dtype": str(t.dtype),
+                 **({"value": fixed[v].tolist()} if v in fixed else {})} for v, t in zip(values, types)]
     return json.dumps({"format": 1, "name": g.name, "inputs": side(g.inputs, module.input_types),
                        "outputs": side(g.outputs, module.output_types)}, indent=1)
 

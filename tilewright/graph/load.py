@@ -26,6 +26,7 @@ class LoadedModule:
         self.name = sig["name"]
         self.inputs = [(t["name"], tuple(t["shape"]), np.dtype(t["dtype"])) for t in sig["inputs"]]
         self.outputs = [(t["name"], tuple(t["shape"]), np.dtype(t["dtype"])) for t in sig["outputs"]]
+        self.value_guards = {t["name"]: np.asarray(t["value"], t["dtype"]) for t in sig["inputs"] if "value" in t}
         self._lib = ctypes.CDLL(str(d / "libmodel.so"))
         self._lib.tw_model_run.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_void_p)]
         self._lib.tw_model_set_num_threads.argtypes = [ctypes.c_int]
@@ -51,6 +52,10 @@ class LoadedModule:
             if a.shape != shape or a.dtype != dtype:
                 raise ShapeError(f"model '{self.name}': input '{name}' is {a.dtype}{list(a.shape)}, expected "
                                  f"{dtype}{list(shape)}")
+            if name in self.value_guards and not np.array_equal(a, self.value_guards[name]):
+                raise ShapeError(f"model '{self.name}': input '{name}' holds {a.ravel().tolist()[:8]}, but the "
+                                 f"library was compiled for {self.value_guards[name].ravel().tolist()[:8]} (its "
+                                 "value fixes a shape or an attribute)")
             ins.append(np.ascontiguousarray(a))
         outs = [np.empty(shape, dtype) for _, shape, dtype in self.outputs]
         in_ptrs = (ctypes.c_void_p * max(1, len(ins)))(*(a.ctypes.data for a in ins))
