@@ -154,6 +154,24 @@ def test_onnx_model_with_open_dimensions(tmp_path):
         tw.compile(model, dynamic={"x": {0: (1, 4)}}, target=AVX2, records=tmp_path / "r.db", progress=False)
 
 
+def test_onnx_inputs_sharing_a_dim_param_share_the_declared_dim(tmp_path):
+    pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Mul", ["x", "mask"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq"]),
+         helper.make_tensor_value_info("mask", TensorProto.FLOAT, ["batch", "seq"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "seq"])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    module = tw.compile(model, dynamic={"x": {0: (1, 4), 1: tw.Dim("seq", 2, 8, sizes=(5,))}}, target=AVX2,
+                        records=tmp_path / "r.db", progress=False)
+    x, mask = np.random.rand(3, 6).astype(np.float32), np.random.rand(3, 6).astype(np.float32)
+    np.testing.assert_allclose(module(x, mask), x * mask, rtol=1e-6)
+    with pytest.raises(ShapeError, match="input 'mask' axis 1 has 5 entries, but another input's seq has 6"):
+        module(x, mask[:, :5])
+
+
 def test_torch_compile_dynamic_builds_one_module_per_size(tmp_path):
     import warnings
 

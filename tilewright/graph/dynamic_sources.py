@@ -55,6 +55,12 @@ class OnnxSource:
         initializers = {t.name for t in model.graph.initializer}
         inputs = [i for i in model.graph.input if i.name not in initializers]
         self.input_names = [i.name for i in inputs]
+        # (input, axis) of each named open dimension (ONNX's dim_param): axes that share a name share a size
+        self.named_axes: dict[str, list[tuple[int, int]]] = {}
+        for i, inp in enumerate(inputs):
+            for axis, d in enumerate(inp.type.tensor_type.shape.dim):
+                if d.HasField("dim_param") and d.dim_param:
+                    self.named_axes.setdefault(d.dim_param, []).append((i, axis))
         if example_inputs is not None:
             examples = example_inputs if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
             self._shapes = [tuple(int(d) for d in x.shape) for x in examples]
@@ -63,7 +69,16 @@ class OnnxSource:
                             for i in inputs]
 
     def fill(self, dims: dict) -> None:
-        """Sizes for the dynamic axes the file leaves open (a Dim's first size); an open static axis is an error."""
+        """Ties to each declared axis the other inputs' axes of the same dim_param, then gives the dynamic
+        axes the file leaves open a size (a Dim's first); an open static axis is an error."""
+        claimed = {p for places in dims.values() for p in places}
+        for places in dims.values():
+            for i, axis in list(places):
+                for group in self.named_axes.values():
+                    if (i, axis) in group:
+                        tied = [p for p in group if p not in claimed]
+                        places.extend(tied)
+                        claimed.update(tied)
         shapes = [list(s) for s in self._shapes]
         for dim, places in dims.items():
             for i, axis in places:
