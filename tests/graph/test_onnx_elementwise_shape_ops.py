@@ -83,3 +83,25 @@ def test_range_and_constant_of_shape_from_example_values(tmp_path):
     nodes = [helper.make_node("Range", ["a", "b", "c"], ["r"]), helper.make_node("Cast", ["r"], ["y"], to=1)]
     _check(nodes, [_vi(n, [], TensorProto.INT64) for n in "abc"], [start, limit, delta], exact=True,
            tmp_path=tmp_path)
+
+
+def test_gather_and_gather_elements_of_run_time_data(tmp_path):
+    x = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
+    idx = np.array([[0, -1], [2, 1]], np.int64)
+    nodes = [helper.make_node("Gather", ["x", "i"], ["g"], axis=1),  # [3, 2, 2, 5]
+             helper.make_node("GatherElements", ["x", "e"], ["y"], axis=2)]
+    e = np.random.default_rng(3).integers(-5, 5, (3, 4, 2)).astype(np.int64)
+    _check(nodes[:1], [_vi("x", [3, 4, 5]), _vi("i", [2, 2], TensorProto.INT64)], [x, idx], exact=True,
+           tmp_path=tmp_path)
+    _check(nodes[1:], [_vi("x", [3, 4, 5]), _vi("e", [3, 4, 2], TensorProto.INT64)], [x, e], exact=True,
+           tmp_path=tmp_path)
+
+
+def test_gather_indices_out_of_range_are_refused_before_any_kernel(tmp_path):
+    g = helper.make_graph([helper.make_node("Gather", ["x", "i"], ["y"], axis=1)], "g",
+                          [_vi("x", [2, 3]), _vi("i", [2], TensorProto.INT64)], [_vi("y", None)])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    x, i = np.ones((2, 3), np.float32), np.array([0, 2], np.int64)
+    module = tw.compile(model, [x, i], target=AVX2, records=tmp_path / "r.db", progress=False)
+    with pytest.raises(tw.ShapeError, match=r"input 'i' holds id 3, outside \[-3, 3\)"):
+        module(x, np.array([0, 3], np.int64))

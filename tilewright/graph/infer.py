@@ -15,6 +15,7 @@ from ..errors import ShapeError
 from ..ops import winograd
 from .blocked import block_of, blocked_shape, unblocked_shape
 from .conv_types import conv2d_type, conv_transpose2d_type, dense_type, layout_block, pair, quad
+from .gather_ops import TYPES as GATHER_TYPES
 from .integer_ops import TYPES as INTEGER_TYPES
 from .ir import Graph, Node, TensorType
 from .logic_ops import TYPES as LOGIC_TYPES
@@ -288,7 +289,8 @@ _RULES = {
     "softmax": _softmax, "max_pool2d": _pool, "avg_pool2d": _pool, "mean": _mean, "reshape": _reshape,
     "permute": _permute, "pad": _pad, "concat": _concat, "slice": _slice, "layout_transform": _layout_transform,
     "winograd_input": _winograd_input, "winograd_output": _winograd_output, **QUANTIZED_TYPES,
-    **INTEGER_TYPES, **LOGIC_TYPES, "reduce_max": _mean, "reduce_min": _mean, "reduce_sum": _mean, "reduce_prod": _mean,
+    **INTEGER_TYPES, **LOGIC_TYPES, **GATHER_TYPES,
+    "reduce_max": _mean, "reduce_min": _mean, "reduce_sum": _mean, "reduce_prod": _mean,
 }
 
 

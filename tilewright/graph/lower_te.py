@@ -21,7 +21,7 @@ from ..te import pow as te_pow
 from ..te import round as te_round
 from ..te import sum as te_sum
 from ..te.tensor import Tensor
-from . import integer_ops, logic_ops, quantized_ops, reduce_ops, winograd_ops
+from . import gather_ops, integer_ops, logic_ops, quantized_ops, reduce_ops, winograd_ops
 from .infer import slice_shape
 from .ir import Graph, Node
 from .partition import Group
@@ -328,6 +328,7 @@ _LOWER = {
     **integer_ops.LOWER,
     **reduce_ops.LOWER,
     **logic_ops.LOWER,
+    **gather_ops.LOWER,
 }
 
 LOWERED_OPS = frozenset(_LOWER)

@@ -168,7 +168,7 @@ class Module:
             if ids.size and (int(ids.min()) < low or int(ids.max()) >= rows):
                 bad = int(ids.min()) if int(ids.min()) < low else int(ids.max())
                 raise ShapeError(f"model '{self.graph.name}': input '{names[i]}' holds id {bad}, outside "
-                                 f"[{low}, {rows}) of the {rows}-row table that '{node}' reads")
+                                 f"[{low}, {rows}) of the {rows} rows (entries along its axis) that '{node}' reads")
         return out
 
     def _host_array(self, name: str, a) -> np.ndarray:
@@ -377,8 +377,10 @@ def _is_torch(a) -> bool:
 
 
 def _id_inputs(graph) -> list[tuple[int, int, bool, str]]:
-    """(input position, table rows, negative ids wrap, node) of every embedding that reads a graph
-    input as its ids: those are checked before any kernel runs (a kernel would clamp them)."""
+    """(input position, table rows, negative ids wrap, node) of every embedding or gather that reads a
+    graph input as its ids: those are checked before any kernel runs (a kernel would clamp them)."""
+    from .gather_ops import checked_indices
+
     return [(graph.inputs.index(n.inputs[1]), graph.type_of(n.inputs[0]).shape[0],
              bool(n.attr("negative_wraps", False)), n.name)
-            for n in graph.nodes if n.op == "embedding" and n.inputs[1] in graph.inputs]
+            for n in graph.nodes if n.op == "embedding" and n.inputs[1] in graph.inputs] + checked_indices(graph)

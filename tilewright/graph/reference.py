@@ -12,7 +12,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ..errors import EvaluationError
-from . import blocked, integer_ops, logic_ops, quantized_ops, reduce_ops, winograd_ops
+from . import blocked, gather_ops, integer_ops, logic_ops, quantized_ops, reduce_ops, winograd_ops
 from .infer import pair, pool_out, quad, reduce_axes, reshape_target
 from .ir import Graph, Node, TensorType
 from .opset import spec
@@ -221,6 +221,8 @@ def _evaluate(node: Node, xs: list[np.ndarray]) -> np.ndarray:
         return reduce_ops.REFERENCE[op](node, *xs)
     if op in logic_ops.REFERENCE:
         return logic_ops.REFERENCE[op](node, *xs)
+    if op in gather_ops.REFERENCE:
+        return gather_ops.REFERENCE[op](node, *xs)
     if op in ("conv2d", "dense") and xs[0].dtype.name == "bfloat16":  # products of bfloat16 values are exact
         xs = [x.astype(np.float32) for x in xs]  # in float32: the sums are float32 as the kernels' are
     block = blocked.block_of(a.pop("layout", None))

@@ -370,14 +370,6 @@ def _pad(imp, n, ins, a):
     imp.emit("pad", [imp.value(ins[0])], {"pads": tuple(pads), "value": value}, n.output[0])
 
 
-def _gather(imp, n, ins, a):
-    """Rows of a constant 2-D table at run-time indices (an embedding); other Gathers fold only."""
-    table = imp.known.get(ins[0])
-    if table is None or table.ndim != 2 or a.get("axis", 0) % 2 != 0:
-        raise imp.fail("only rows (axis 0) of a constant 2-D table at run-time indices")
-    imp.emit("embedding", [imp.value(ins[0]), imp.value(ins[1])], {"negative_wraps": True}, n.output[0])
-
-
 def _concat(imp, n, ins, a):
     rank = len(imp.type_of(ins[0]).shape)
     imp.emit("concat", [imp.value(i) for i in ins if i], {"axis": a["axis"] % rank}, n.output[0])
@@ -415,7 +407,7 @@ _HANDLERS = {
                                                          {"axes": (2, 3), "keepdims": True}, n.output[0]),
     "Clip": _clip, "Pad": _pad, "Concat": _concat, "Cast": _cast, "CastLike": _cast, **ACTIVATION_HANDLERS,
     **QUANTIZED_HANDLERS,
-    "Attention": attention, "ConvTranspose": conv_transpose, "Gather": _gather,
+    "Attention": attention, "ConvTranspose": conv_transpose,
     "Reshape": _reshape, "Flatten": _shape_change, "Squeeze": _shape_change, "Unsqueeze": _shape_change,
     "Transpose": _transpose, "Identity": _identity, "Dropout": _dropout,
     **{k: _unary(v) for k, v in _UNARY.items()},

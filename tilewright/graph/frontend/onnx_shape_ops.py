@@ -1,6 +1,6 @@
-"""ONNX ops that move or mask data on run-time tensors: Expand, Tile, Split, Slice, Trilu; and Range
-and ConstantOfShape whose inputs are known (constants, or integer graph inputs given example values),
-which become constants. Sizes must be known when the model is read: they come from constants or
+"""ONNX ops that move or mask data on run-time tensors: Gather, GatherElements, Expand, Tile, Split,
+Slice, Trilu; and Range and ConstantOfShape whose inputs are known (constants, or integer graph inputs
+given example values), which become constants. Sizes must be known when the model is read: they come from constants or
 from the example values the module then checks on every call."""
 
 from __future__ import annotations
@@ -101,6 +101,35 @@ def _trilu(imp, n, ins, a):
     imp.emit("where", [imp.b.constant(keep, "trilu_mask"), x, zero], out=n.output[0])
 
 
+def _indices(imp, name: str, extent: int) -> str:
+    """A gather's indices; constant ones are checked here (run-time ones by the Module, before any kernel)."""
+    if name in imp.known:
+        idx = np.asarray(imp.known[name])
+        if idx.size and (idx.min() < -extent or idx.max() >= extent):
+            raise imp.fail(f"index {int(idx.min()) if idx.min() < -extent else int(idx.max())} outside "
+                           f"[{-extent}, {extent})")
+    return imp.value(name)
+
+
+def _gather(imp, n, ins, a):
+    """Rows of a constant 2-D table are an embedding; any other Gather a `take` of run-time data."""
+    table = imp.known.get(ins[0])
+    rank = len(imp.type_of(ins[0]).shape)
+    axis = int(a.get("axis", 0)) % max(rank, 1)
+    if table is not None and table.ndim == 2 and axis == 0:
+        imp.emit("embedding", [imp.value(ins[0]), _indices(imp, ins[1], table.shape[0])], {"negative_wraps": True},
+                 n.output[0])
+        return
+    extent = imp.type_of(ins[0]).shape[axis]
+    imp.emit("take", [imp.value(ins[0]), _indices(imp, ins[1], extent)], {"axis": axis}, n.output[0])
+
+
+def _gather_elements(imp, n, ins, a):
+    shape = imp.type_of(ins[0]).shape
+    axis = int(a.get("axis", 0)) % max(len(shape), 1)
+    imp.emit("take_along", [imp.value(ins[0]), _indices(imp, ins[1], shape[axis])], {"axis": axis}, n.output[0])
+
+
 def _known(build):
     """An op whose every input is known once example values are read: its output becomes a constant."""
     def handler(imp, n, ins, a):
@@ -115,7 +144,8 @@ def _constant_of_shape(a, xs):
 
 
 SHAPE_HANDLERS = {
-    "Expand": _expand, "Tile": _tile, "Split": _split, "Slice": _slice, "Trilu": _trilu,
+    "Gather": _gather, "GatherElements": _gather_elements, "Expand": _expand, "Tile": _tile, "Split": _split,
+    "Slice": _slice, "Trilu": _trilu,
     "Range": _known(lambda a, xs: np.arange(xs[0], xs[1], xs[2]).astype(xs[0].dtype)),
     "ConstantOfShape": _known(_constant_of_shape),
 }
