@@ -212,3 +212,19 @@ def test_an_output_merging_batch_and_sequence_is_cut_by_its_own_shape(tmp_path):
     for b, s in ((3, 4), (3, 7)):
         x = torch.randn(b, s, 16)
         _close(module(x), model(x))
+
+
+def test_an_exported_program_brings_its_own_dynamic_dims(tmp_path):
+    from torch.export import Dim
+
+    torch.manual_seed(0)
+    model = Attention().eval()
+    ep = torch.export.export(model, (torch.randn(2, 6, 16),),
+                             dynamic_shapes=({0: Dim("batch", min=1, max=4), 1: Dim("seq", min=2, max=32)},))
+    module = tw.compile(ep, target=AVX2, records=tmp_path / "r.db", progress=False)
+    assert [(d.low, d.high) for d in module.dims] == [(1, 4), (2, 32)] and module.split is module.dims[0]
+    x = torch.randn(3, 9, 16)
+    _close(module(x), model(x))
+    unbounded = torch.export.export(model, (torch.randn(2, 6, 16),), dynamic_shapes=({0: Dim("b")},))
+    with pytest.raises(ShapeError, match="has no upper bound; export with Dim"):
+        tw.compile(unbounded, target=AVX2, records=tmp_path / "r.db", progress=False)

@@ -56,7 +56,8 @@ def compile(model, example_inputs=None, target="cpu", trials: int = 0, records=N
     pair fused only where it runs faster in the model. `module.b2b` lists every pair and why.
     `dynamic`: {input (index, or name for ONNX): {axis: tw.Dim(name, low, high, sizes=) or (low, high)}}
     declares axes whose size varies from call to call; the result is a DynamicModule of static
-    specializations (a batch run in slices on a few compiled sizes; see graph/dynamic.py).
+    specializations (a batch run in slices on a few compiled sizes; see graph/dynamic.py). An
+    ExportedProgram with dynamic dims (`torch.export.Dim`) gets them as its `dynamic` by default.
     `records`: a record store or path (default: the store of an enclosing `with tw.records(...)`, else
     the user cache); tuning writes to it
     and the build reads from it. `tune_options`: how each task searches (search/options.py TuneOptions: seed, timeout,
@@ -73,6 +74,10 @@ def compile(model, example_inputs=None, target="cpu", trials: int = 0, records=N
     check_count("trials", trials, lowest=0)
     options = TuneOptions.of(**tune_options)  # a misspelled or bad option fails here, whether or not it tunes
     tgt = as_target(target)
+    if dynamic is None and not isinstance(model, Graph):
+        from .dynamic_sources import exported_dims
+
+        dynamic = exported_dims(model)  # an ExportedProgram's own dynamic dims
     if dynamic is not None:
         from .dynamic import compile_dynamic
 

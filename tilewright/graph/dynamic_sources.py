@@ -102,6 +102,40 @@ class OnnxSource:
         return from_onnx(self.model, name=self.name, input_shapes=dict(zip(self.input_names, shapes)))
 
 
+def exported_dims(model) -> dict | None:
+    """For a torch ExportedProgram with symbolic input sizes (`torch.export.export(..., dynamic_shapes=)`): the
+    `dynamic=` they declare, each symbol one Dim over its range; None for anything else."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    if not isinstance(model, torch.export.ExportedProgram):
+        return None
+    from .dynamic import Dim
+
+    ranges = {str(sym): r for sym, r in model.range_constraints.items()}
+    user = [n for n in model.graph.nodes if n.op == "placeholder" and n.name in model.graph_signature.user_inputs]
+    dims: dict[str, Dim] = {}
+    out: dict[int, dict[int, Dim]] = {}
+    for i, node in enumerate(user):
+        for axis, size in enumerate(getattr(node.meta.get("val"), "shape", ())):
+            if not isinstance(size, torch.SymInt):
+                continue
+            sym = str(size.node.expr)
+            if sym not in ranges:
+                raise ShapeError(f"compile: input '{node.name}' axis {axis} has the derived size {sym}; only plain "
+                                 "dynamic dims (torch.export.Dim) are taken")
+            low, high = ranges[sym].lower, ranges[sym].upper
+            try:
+                high = int(high)
+            except (TypeError, ValueError, OverflowError, AttributeError):  # torch's int_oo: unbounded
+                raise ShapeError(f"compile: input '{node.name}' axis {axis} ({sym}) has no upper bound; export "
+                                 "with Dim(..., max=N) or pass dynamic= to tw.compile") from None
+            dims.setdefault(sym, Dim(sym, max(1, int(low)), high))
+            out.setdefault(i, {})[axis] = dims[sym]
+    return out or None
+
+
 def source_of(model, example_inputs, name):
     if isinstance(model, (str, os.PathLike)) or (type(model).__module__.startswith("onnx")
                                                    and type(model).__name__ == "ModelProto"):
@@ -110,7 +144,10 @@ def source_of(model, example_inputs, name):
         import torch
     except ImportError:
         torch = None
+    if torch is not None and isinstance(model, torch.export.ExportedProgram):  # traced again through its module
+        args = example_inputs if example_inputs is not None else (model.example_inputs or ((), {}))[0]
+        return TorchSource(model.module(), args, name)
     if torch is not None and isinstance(model, torch.nn.Module):
         return TorchSource(model, example_inputs, name)
-    raise ShapeError(f"compile: dynamic= takes a torch.nn.Module or an ONNX model (ModelProto or path), got "
-                     f"{type(model).__name__}; a tilewright Graph or an ExportedProgram has static shapes")
+    raise ShapeError(f"compile: dynamic= takes a torch.nn.Module, an ExportedProgram or an ONNX model (ModelProto "
+                     f"or path), got {type(model).__name__}; a tilewright Graph has static shapes")
