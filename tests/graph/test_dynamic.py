@@ -64,6 +64,18 @@ def test_a_new_sequence_length_is_compiled_once_and_kept(attention):
     assert len(module.modules) == n
 
 
+def test_threads_reach_every_specialization(attention):
+    model, module = attention
+    module.set_num_threads(1)
+    try:
+        x = torch.randn(2, 23, 16)  # a new sequence length, compiled after the call above
+        _close(module(x), model(x))
+        with pytest.raises(ShapeError, match="positive int"):
+            module.set_num_threads(0)
+    finally:
+        module.set_num_threads(2)
+
+
 def test_plan_follows_the_measured_bucket_times(attention):
     _, module = attention
     seconds = dict(module.seconds)

@@ -115,6 +115,7 @@ class DynamicModule:
         self.seconds: dict[tuple[int, ...], float] = {}  # each split module's time, measured when compiled
         self._graphs: dict[tuple[int, ...], object] = {}
         self._lock = threading.RLock()
+        self._threads: int | None = None  # set_num_threads's count, for specializations compiled later
         self.split, self.split_reason = None, "no dynamic dimension"
         self._carried_out: list[Carried | None] = []
         for dim in self.dims:
@@ -182,9 +183,18 @@ class DynamicModule:
                                          f"'{self.split.name}': {e}") from e
                 self.modules[key] = self._compile_graph(graph, trials)
                 self._graphs.pop(key, None)
+                if self._threads is not None:
+                    self.modules[key].set_num_threads(self._threads)
                 if self.split is not None:
                     self._time(key)
             return self.modules[key]
+
+    def set_num_threads(self, n: int) -> None:
+        """Threads of every specialization, compiled or still to come."""
+        with self._lock:
+            for module in self.modules.values():
+                module.set_num_threads(n)
+            self._threads = n
 
     # --- calls ---
 
