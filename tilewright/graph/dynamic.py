@@ -245,9 +245,10 @@ class DynamicModule:
 
     def plan(self, key: tuple[int, ...]) -> list[tuple[int, int]]:
         """(bucket, real slices) per kernel call for the split Dim's size in `key`: the cheapest cover by
-        the buckets, fewer calls where costs tie. A bucket costs its module's time at these sizes (`seconds`,
-        timed when compiled); where those are not compiled yet, the times at the nearest sizes that are, scaled (the
-        ratios between buckets are what matter). The buckets a plan needs are compiled at its first use."""
+        the buckets, fewer calls where costs tie. A bucket costs its module's time at these sizes
+        (`seconds`, timed when compiled); where those are not compiled yet, the times at the nearest
+        sizes that are, scaled (the ratios between buckets are what matter). The buckets a plan needs
+        are compiled at its first use."""
         d = self.dims.index(self.split)
         total = key[d]
         cost = self._bucket_costs(key[:d] + key[d + 1:], d)
@@ -308,10 +309,9 @@ class DynamicModule:
 
 def _rows(x: np.ndarray, axis: int, start: int, take: int, bucket: int) -> np.ndarray:
     """x's slices [start, start + take) along `axis`, the last one repeated up to `bucket`."""
-    index = np.minimum(np.arange(start, start + bucket), start + take - 1)
     if take == bucket:
         return np.ascontiguousarray(x[(slice(None),) * axis + (slice(start, start + take),)])
-    return np.take(x, index, axis=axis)
+    return np.take(x, np.minimum(np.arange(start, start + bucket), start + take - 1), axis=axis)
 
 
 def compile_dynamic(model, example_inputs, dynamic, name, compile_static, trials: int, progress: bool):
