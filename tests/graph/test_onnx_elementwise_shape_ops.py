@@ -105,3 +105,20 @@ def test_gather_indices_out_of_range_are_refused_before_any_kernel(tmp_path):
     module = tw.compile(model, [x, i], target=AVX2, records=tmp_path / "r.db", progress=False)
     with pytest.raises(tw.ShapeError, match=r"input 'i' holds id 3, outside \[-3, 3\)"):
         module(x, np.array([0, 3], np.int64))
+
+
+@pytest.mark.parametrize("mode, transform, extra", [
+    ("nearest", "asymmetric", {"nearest_mode": "floor"}), ("nearest", "half_pixel", {}),
+    ("linear", "half_pixel", {}), ("linear", "align_corners", {}), ("linear", "pytorch_half_pixel", {}),
+    ("cubic", "half_pixel", {}), ("cubic", "asymmetric", {"exclude_outside": 1, "cubic_coeff_a": -0.5}),
+])
+@pytest.mark.parametrize("scales", [(1, 1, 2.0, 1.5), (1, 1, 0.6, 0.8)])
+def test_resize_matches_onnxruntime(mode, transform, extra, scales, tmp_path):
+    if transform == "align_corners" and scales[3] * 6 != int(scales[3] * 6):
+        pytest.skip("a fractional resized length: ONNX's reference (which the node tests follow, and so do we) "
+                    "divides by it, ONNX Runtime by the rounded length")
+    x = np.random.default_rng(4).standard_normal((1, 2, 5, 6)).astype(np.float32)
+    node = helper.make_node("Resize", ["x", "", "scales"], ["y"], mode=mode, coordinate_transformation_mode=transform,
+                            **extra)
+    _check([node], [_vi("x", [1, 2, 5, 6]), _vi("scales", [4])], [x, np.array(scales, np.float32)],
+           tmp_path=tmp_path)

@@ -97,7 +97,7 @@ def compile(model, example_inputs=None, target="cpu", trials: int = 0, records=N
         raise ShapeError(f"compile: dtype {dtype!r} is for GPU targets ('cuda', 'opencl'); CPU models run "
                          f"'float32' or 'bfloat16'")
     graph = model if isinstance(model, Graph) else _as_graph(model, example_inputs, name)
-    guards = getattr(graph, "value_guards", {})  # integer inputs whose example value fixed a shape
+    guards = getattr(graph, "value_guards", {})  # inputs whose example value fixed a shape
     graph = optimize(infer_types(graph))
     if dtype == "bfloat16" and not tgt.is_gpu:
         from .bfloat16 import to_bfloat16, warn_without_bf16_dot
@@ -188,7 +188,7 @@ def _as_graph(model, example_inputs, name: str | None) -> Graph:
 
 
 def _from_onnx(model, name: str | None, example_inputs=None) -> Graph:
-    """An ONNX model's graph; integer inputs among `example_inputs` that fix a shape take their value."""
+    """An ONNX model's graph; inputs among `example_inputs` that fix a shape take their value."""
     from ..errors import ShapeError
     from .frontend import from_onnx
     from .frontend.onnx_inputs import example_values

@@ -29,6 +29,7 @@ from .onnx_normalization import batch_norm, layer_norm
 from .onnx_opsets import REVIEWED_OPSET, newer_attributes, supported_opsets
 from .onnx_quantized import QUANTIZED_HANDLERS, quantized_nk
 from .onnx_reduce import REDUCE_HANDLERS
+from .onnx_resize import resize
 from .onnx_shape_ops import SHAPE_HANDLERS
 
 _UNARY = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Sqrt": "sqrt", "Erf": "erf", "Exp": "exp",
@@ -62,7 +63,7 @@ class _Importer:
         self.node = None
         self.opset = REVIEWED_OPSET
         self.input_values = dict(input_values or {})  # example values of graph inputs, for `const`
-        self.guards: dict[str, np.ndarray] = {}  # integer inputs whose example value fixed a shape
+        self.guards: dict[str, np.ndarray] = {}  # graph inputs whose example value fixed a shape
 
     def _tensor_type(self, vi) -> TensorType | None:
         tt = vi.type.tensor_type
@@ -91,15 +92,15 @@ class _Importer:
         return self.onnx_types.get(onnx_name)
 
     def const(self, onnx_name: str, what: str) -> np.ndarray:
-        """A constant's array; an integer graph input's example value, which every call must then repeat
+        """A constant's array; a graph input's example value, which every call must then repeat
         (the module checks it: it fixed a shape or an attribute here)."""
         if onnx_name in self.known:
             return self.known[onnx_name]
         example = self.input_values.get(onnx_name)
-        if example is not None and onnx_name in self.env and np.asarray(example).dtype.kind in "iub":
+        if example is not None and onnx_name in self.env and np.asarray(example).dtype.kind in "iubf":
             self.guards[onnx_name] = np.array(example)
             return self.guards[onnx_name]
-        raise self.fail(f"{what} ('{onnx_name}') must be a constant, or an integer graph input given a value "
+        raise self.fail(f"{what} ('{onnx_name}') must be a constant, or a graph input given a value "
                         "in example_inputs (then fixed: every call must pass the same value)")
 
     def emit(self, op, inputs, attrs=None, out: str | None = None) -> str:
@@ -407,7 +408,7 @@ _HANDLERS = {
                                                          {"axes": (2, 3), "keepdims": True}, n.output[0]),
     "Clip": _clip, "Pad": _pad, "Concat": _concat, "Cast": _cast, "CastLike": _cast, **ACTIVATION_HANDLERS,
     **QUANTIZED_HANDLERS,
-    "Attention": attention, "ConvTranspose": conv_transpose,
+    "Attention": attention, "ConvTranspose": conv_transpose, "Resize": resize,
     "Reshape": _reshape, "Flatten": _shape_change, "Squeeze": _shape_change, "Unsqueeze": _shape_change,
     "Transpose": _transpose, "Identity": _identity, "Dropout": _dropout,
     **{k: _unary(v) for k, v in _UNARY.items()},
@@ -420,7 +421,7 @@ def from_onnx(model_or_path, name: str | None = None, input_shapes: dict | None 
               input_values: dict | None = None):
     """The graph of an ONNX model (a ModelProto, or a path to a .onnx file); `input_shapes` maps input names to
     static shapes for models exported with dynamic dimensions. `input_values` maps input names to example
-    arrays: an integer input that fixes a shape or an attribute (a Reshape's shape, a reduction's axes) takes
+    arrays: an input that fixes a shape or an attribute (a Reshape's shape, a reduction's axes, Resize's scales) takes
     its example's value, listed in the graph's `value_guards` for the module to check on every call."""
     import onnx
 

@@ -1,7 +1,7 @@
 """ONNX's Reduce family and ArgMax / ArgMin onto the graph's reductions: Mean, Max, Min, Sum and
 Prod directly; SumSquare, L1, L2, LogSum and LogSumExp as a sum with elementwise ops around it
 (LogSumExp shifted by the maximum, so large inputs do not overflow). Axes come as an attribute
-(opsets < 18; Sum < 13) or as a second input: a constant, or an integer graph input given a value in
+(opsets < 18; Sum < 13) or as a second input: a constant, or a graph input given a value in
 the example inputs."""
 
 from __future__ import annotations

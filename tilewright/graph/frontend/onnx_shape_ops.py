@@ -1,5 +1,5 @@
 """ONNX ops that move or mask data on run-time tensors: Gather, GatherElements, Expand, Tile, Split,
-Slice, Trilu; and Range and ConstantOfShape whose inputs are known (constants, or integer graph inputs
+Slice, Trilu; and Range and ConstantOfShape whose inputs are known (constants, or graph inputs
 given example values), which become constants. Sizes must be known when the model is read: they come from constants or
 from the example values the module then checks on every call."""
 
