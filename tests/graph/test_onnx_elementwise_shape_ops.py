@@ -122,3 +122,21 @@ def test_resize_matches_onnxruntime(mode, transform, extra, scales, tmp_path):
                             **extra)
     _check([node], [_vi("x", [1, 2, 5, 6]), _vi("scales", [4])], [x, np.array(scales, np.float32)],
            tmp_path=tmp_path)
+
+
+@pytest.mark.parametrize("exclusive", [0, 1])
+@pytest.mark.parametrize("reverse", [0, 1])
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_cumsum(exclusive, reverse, dtype, tmp_path):
+    x = np.random.default_rng(5).integers(-9, 9, (3, 5)).astype(dtype)
+    onnx_type = TensorProto.FLOAT if dtype == np.float32 else TensorProto.INT32
+    _check([helper.make_node("CumSum", ["x", "axis"], ["y"], exclusive=exclusive, reverse=reverse)],
+           [_vi("x", [3, 5], onnx_type)], [x], [("axis", np.array(1, np.int64))], exact=True, tmp_path=tmp_path,
+           out_type=onnx_type)
+
+
+def test_one_hot_wraps_negative_indices(tmp_path):
+    idx = np.array([[0, -1, 2], [3, 1, -4]], np.int64)
+    _check([helper.make_node("OneHot", ["i", "depth", "values"], ["y"], axis=1)], [_vi("i", [2, 3], TensorProto.INT64)],
+           [idx], [("depth", np.array(4, np.int64)), ("values", np.array([-1.0, 5.0], np.float32))], exact=True,
+           tmp_path=tmp_path)

@@ -290,7 +290,7 @@ _RULES = {
     "permute": _permute, "pad": _pad, "concat": _concat, "slice": _slice, "layout_transform": _layout_transform,
     "winograd_input": _winograd_input, "winograd_output": _winograd_output, **QUANTIZED_TYPES,
     **INTEGER_TYPES, **LOGIC_TYPES, **GATHER_TYPES,
-    "reduce_max": _mean, "reduce_min": _mean, "reduce_sum": _mean, "reduce_prod": _mean,
+    "cumsum": _same, "reduce_max": _mean, "reduce_min": _mean, "reduce_sum": _mean, "reduce_prod": _mean,
 }
 
 

@@ -110,6 +110,8 @@ _SPECS = [
     OpSpec("reduce_sum", ("x",), {"axes": None, "keepdims": True}, Pattern.REDUCTION,
            "sum over `axes` (graph/reduce_ops.py)"),
     OpSpec("reduce_prod", ("x",), {"axes": None, "keepdims": True}, Pattern.REDUCTION, "product over `axes`"),
+    OpSpec("cumsum", ("x",), {"axis": 0, "exclusive": 0, "reverse": 0}, Pattern.OPAQUE,
+           "ONNX CumSum along `axis` (graph/reduce_ops.py)"),
     OpSpec("dynamic_scale", ("low", "high"), {}, Pattern.INJECTIVE,
            "ONNX DynamicQuantizeLinear's y_scale from x's range widened to hold 0: (high - low) / 255, 1 where "
            "that is 0"),

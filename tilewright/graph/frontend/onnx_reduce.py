@@ -89,4 +89,15 @@ def _arg_extreme(reduce_op: str):
     return handler
 
 
-REDUCE_HANDLERS.update({"ArgMax": _arg_extreme("reduce_max"), "ArgMin": _arg_extreme("reduce_min")})
+def _cumsum(imp, n, ins, a):
+    x = imp.value(ins[0])
+    rank = len(imp.b.types[x].shape)
+    axis = int(np.asarray(imp.const(ins[1], "axis")).ravel()[0])
+    if not -rank <= axis < rank:
+        raise imp.fail(f"axis {axis} of a {rank}-axis input")
+    imp.emit("cumsum", [x], {"axis": axis % rank, "exclusive": int(a.get("exclusive", 0)),
+                             "reverse": int(a.get("reverse", 0))}, n.output[0])
+
+
+REDUCE_HANDLERS.update({"ArgMax": _arg_extreme("reduce_max"), "ArgMin": _arg_extreme("reduce_min"),
+                        "CumSum": _cumsum})

@@ -130,6 +130,23 @@ def _gather_elements(imp, n, ins, a):
     imp.emit("take_along", [imp.value(ins[0]), _indices(imp, ins[1], shape[axis])], {"axis": axis}, n.output[0])
 
 
+def _one_hot(imp, n, ins, a):
+    """where(indices (negatives wrapped), with a new axis, equal each position along it: on, off)."""
+    idx = imp.value(ins[0])
+    shape = imp.b.types[idx].shape
+    depth = int(np.asarray(imp.const(ins[1], "depth")).ravel()[0])
+    axis = int(a.get("axis", -1)) % (len(shape) + 1)
+    dtype = imp.b.types[idx].dtype
+    wrapped = imp.emit("where", [imp.emit("less", [idx, imp.b.constant(np.zeros((), dtype), "zero")]),
+                                 imp.emit("add", [idx, imp.b.constant(np.array(depth, dtype), "depth")]), idx])
+    column = imp.emit("reshape", [wrapped], {"shape": shape[:axis] + (1,) + shape[axis:]})
+    positions = np.arange(depth, dtype=dtype).reshape([-1 if d == axis else 1 for d in range(len(shape) + 1)])
+    hit = imp.emit("equal", [column, imp.b.constant(positions, "positions")])
+    values = imp.value(ins[2])
+    off, on = (_slice_along(imp, values, 0, k, k + 1) for k in (0, 1))
+    imp.emit("where", [hit, on, off], out=n.output[0])
+
+
 def _known(build):
     """An op whose every input is known once example values are read: its output becomes a constant."""
     def handler(imp, n, ins, a):
@@ -145,7 +162,7 @@ def _constant_of_shape(a, xs):
 
 SHAPE_HANDLERS = {
     "Gather": _gather, "GatherElements": _gather_elements, "Expand": _expand, "Tile": _tile, "Split": _split,
-    "Slice": _slice, "Trilu": _trilu,
+    "Slice": _slice, "Trilu": _trilu, "OneHot": _one_hot,
     "Range": _known(lambda a, xs: np.arange(xs[0], xs[1], xs[2]).astype(xs[0].dtype)),
     "ConstantOfShape": _known(_constant_of_shape),
 }
