@@ -168,7 +168,7 @@ class Module:
             if ids.size and (int(ids.min()) < low or int(ids.max()) >= rows):
                 bad = int(ids.min()) if int(ids.min()) < low else int(ids.max())
                 raise ShapeError(f"model '{self.graph.name}': input '{names[i]}' holds id {bad}, outside "
-                                 f"[{low}, {rows}) of the {rows} rows (entries along its axis) that '{node}' reads")
+                                 f"[{low}, {rows}) of the {rows}-row table that '{node}' reads")
         return out
 
     def _host_array(self, name: str, a) -> np.ndarray:
