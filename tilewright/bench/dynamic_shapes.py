@@ -1,5 +1,6 @@
 """A model compiled once with dynamic batch and sequence (`tw.compile(..., dynamic=)`) beside a static
-compile of each shape it is called with, and PyTorch eager, in one process and one harness.
+compile of each shape it is called with, in one process and one harness; PyTorch eager is timed for
+context only (not its best configuration: the goal is set against the static compile).
 
 Hugging Face BERT-base (default config, seeded random weights), batch in [1, 8] run in slices on the
 compiled batch sizes 1, 2, 4, 8; sequence lengths 16, 128 and 512 compiled up front, and a length

@@ -209,20 +209,15 @@ _BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divi
            "minimum": np.minimum, "pow": np.power}
 
 
+# the op modules' own references, (node, *inputs) -> array
+_OP_TABLES = {**winograd_ops.REFERENCE, **quantized_ops.REFERENCE, **integer_ops.REFERENCE, **reduce_ops.REFERENCE,
+              **logic_ops.REFERENCE, **gather_ops.REFERENCE}
+
+
 def _evaluate(node: Node, xs: list[np.ndarray]) -> np.ndarray:
     op, a = node.op, dict(node.attrs)
-    if op in winograd_ops.REFERENCE:
-        return winograd_ops.REFERENCE[op](node, *xs)
-    if op in quantized_ops.REFERENCE:
-        return quantized_ops.REFERENCE[op](node, *xs)
-    if op in integer_ops.REFERENCE:
-        return integer_ops.REFERENCE[op](node, *xs)
-    if op in reduce_ops.REFERENCE:
-        return reduce_ops.REFERENCE[op](node, *xs)
-    if op in logic_ops.REFERENCE:
-        return logic_ops.REFERENCE[op](node, *xs)
-    if op in gather_ops.REFERENCE:
-        return gather_ops.REFERENCE[op](node, *xs)
+    if op in _OP_TABLES:
+        return _OP_TABLES[op](node, *xs)
     if op in ("conv2d", "dense") and xs[0].dtype.name == "bfloat16":  # products of bfloat16 values are exact
         xs = [x.astype(np.float32) for x in xs]  # in float32: the sums are float32 as the kernels' are
     block = blocked.block_of(a.pop("layout", None))

@@ -78,41 +78,39 @@ def _u8s8_widened(bits: int):
         "tw_c = {p}_add_epi32(tw_c, {p}_madd_epi16(tw_bo, tw_ao));")
 
 
-def _bf16_native(bits: int):
-    """vdpbf16ps on `bits`-wide registers: the pair of `a` broadcast, `lanes` pairs of `b`."""
-    v, ps, load = ("__m256", "_mm256", _Vec(256).load) if bits == 256 else ("__m512", "_mm512", _Vec(512).load)
-
-    def render(ops) -> str:
-        a, b, c = ops
-        return _block(
-            f"int32_t tw_a32; memcpy(&tw_a32, {a}, 4);",
-            f"const {v}i tw_b = {load(b)};",
-            f"{v} tw_c = {ps}_loadu_ps({c});",
-            f"tw_c = {ps}_dpbf16_ps(tw_c, ({v}bh){ps}_set1_epi32(tw_a32), ({v}bh)tw_b);",
-            f"{ps}_storeu_ps({c}, tw_c);")
-    return render
-
-
-def _bf16_widened(bits: int):
-    """bf16 pairs as two fp32 FMAs: each bf16 value's bits are the high half of a float32 (exact), the
-    pair's first value (k = 0) in the low 16 bits of each 32-bit word."""
+def _accumulate_ps(bits: int, *update: str):
+    """The float32 frame of the bf16 emitters: the 4 bytes of `a` as `tw_a32`, `b` loaded as integer lanes
+    (`tw_b`), the float32 accumulator `tw_c` loaded, `update` lines applied, stored back. Updates may name
+    {v} (__m256 / __m512), {ps} (the intrinsics' prefix), {bits} and {band} (the integer AND)."""
     v, ps = ("__m256", "_mm256") if bits == 256 else ("__m512", "_mm512")
-    band = "_mm256_and_si256" if bits == 256 else "_mm512_and_si512"
-    load = _Vec(bits).load
+    names = {"v": v, "ps": ps, "bits": bits, "band": f"{ps}_and_si{bits}"}
 
     def render(ops) -> str:
         a, b, c = ops
         return _block(
             f"uint32_t tw_a32; memcpy(&tw_a32, {a}, 4);",
-            f"const {v} tw_a0 = {ps}_castsi{bits}_ps({ps}_set1_epi32((int32_t)(tw_a32 << 16)));",
-            f"const {v} tw_a1 = {ps}_castsi{bits}_ps({ps}_set1_epi32((int32_t)(tw_a32 & 0xffff0000u)));",
-            f"const {v}i tw_b = {load(b)};",
-            f"const {v} tw_b0 = {ps}_castsi{bits}_ps({ps}_slli_epi32(tw_b, 16));",
-            f"const {v} tw_b1 = {ps}_castsi{bits}_ps({band}(tw_b, {ps}_set1_epi32((int32_t)0xffff0000u)));",
+            f"const {v}i tw_b = {_Vec(bits).load(b)};",
             f"{v} tw_c = {ps}_loadu_ps({c});",
-            f"tw_c = {ps}_fmadd_ps(tw_a1, tw_b1, {ps}_fmadd_ps(tw_a0, tw_b0, tw_c));",
+            *[u.format(**names) for u in update],
             f"{ps}_storeu_ps({c}, tw_c);")
     return render
+
+
+def _bf16_native(bits: int):
+    """vdpbf16ps on `bits`-wide registers: the pair of `a` broadcast, `lanes` pairs of `b`."""
+    return _accumulate_ps(bits, "tw_c = {ps}_dpbf16_ps(tw_c, ({v}bh){ps}_set1_epi32((int32_t)tw_a32), ({v}bh)tw_b);")
+
+
+def _bf16_widened(bits: int):
+    """bf16 pairs as two fp32 FMAs: each bf16 value's bits are the high half of a float32 (exact), the
+    pair's first value (k = 0) in the low 16 bits of each 32-bit word."""
+    return _accumulate_ps(
+        bits,
+        "const {v} tw_a0 = {ps}_castsi{bits}_ps({ps}_set1_epi32((int32_t)(tw_a32 << 16)));",
+        "const {v} tw_a1 = {ps}_castsi{bits}_ps({ps}_set1_epi32((int32_t)(tw_a32 & 0xffff0000u)));",
+        "const {v} tw_b0 = {ps}_castsi{bits}_ps({ps}_slli_epi32(tw_b, 16));",
+        "const {v} tw_b1 = {ps}_castsi{bits}_ps({band}(tw_b, {ps}_set1_epi32((int32_t)0xffff0000u)));",
+        "tw_c = {ps}_fmadd_ps(tw_a1, tw_b1, {ps}_fmadd_ps(tw_a0, tw_b0, tw_c));")
 
 
 def _vnni(bits: int) -> list[Emitter]:
