@@ -124,7 +124,7 @@ def test_weights_the_int8_kernel_cannot_take_are_refused_by_name():
         from_onnx(helper.make_model(per_row, opset_imports=[helper.make_opsetid("", 17)]))
 
 
-def test_cast_between_integers_and_to_float_and_refuses_float_to_integer():
+def test_cast_between_integers_and_to_float_and_float_to_integer_saturates():
     def cast_model(src, dst, onnx_src, onnx_dst):
         g = helper.make_graph([helper.make_node("Cast", ["x"], ["y"], to=onnx_dst)], "c",
                               [helper.make_tensor_value_info("x", onnx_src, [3, 8])],
@@ -136,8 +136,10 @@ def test_cast_between_integers_and_to_float_and_refuses_float_to_integer():
     np.testing.assert_array_equal(got, x.astype(np.float32))
     got = _run(cast_model("int32", "uint8", TensorProto.INT32, TensorProto.UINT8), x)[0]
     np.testing.assert_array_equal(got, x.astype(np.uint8))  # wraps, as NumPy does
-    with pytest.raises(TilewrightError, match="float -> int32"):
-        from_onnx(cast_model("float32", "int32", TensorProto.FLOAT, TensorProto.INT32))
+    f = np.array([[2.9, -2.9, 1e10, -1e10, np.nan, np.inf, -np.inf, 0.5]] * 3, np.float32)
+    got = _run(cast_model("float32", "int32", TensorProto.FLOAT, TensorProto.INT32), f)[0]
+    top, bottom = np.iinfo(np.int32).max, np.iinfo(np.int32).min
+    np.testing.assert_array_equal(got, np.array([[2, -2, top, bottom, 0, top, bottom, 0]] * 3, np.int32))
 
 
 def _conv_integer_model(w, w_zero, pads, computed_x_zero=True):

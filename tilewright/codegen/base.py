@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from ..errors import BuildError
-from ..ir.dtype import DType
+from ..ir.dtype import DType, Kind, as_dtype
 from ..ir.expr import (
     Binary,
     BinOp,
@@ -36,7 +36,7 @@ from .names import NameTable
 
 _INFIX = {
     BinOp.ADD: "+", BinOp.SUB: "-", BinOp.MUL: "*", BinOp.DIV: "/", BinOp.TRUNCDIV: "/", BinOp.TRUNCMOD: "%",
-    BinOp.XOR: "^", BinOp.SHL: "<<", BinOp.SHR: ">>",
+    BinOp.XOR: "^",
 }
 
 
@@ -73,9 +73,11 @@ class CRenderer:
             return "true" if v else "false"
         if d.is_int:
             if d.bits == 64:
-                return self.caps.int64_literal.format(v=v) if d.name == "int64" else f"{v}"
+                return (self.caps.uint64_literal if d.kind is Kind.UINT else self.caps.int64_literal).format(v=v)
             if v == d.int_range[0] and d.name == "int32":
                 return self.caps.int32_min
+            if d.name == "uint32":
+                return f"{v}u"  # above INT32_MAX an unsuffixed literal would be a signed 64-bit one
             return str(v) if v >= 0 else f"({v})"
         if math.isnan(v):
             text = self.caps.nan
@@ -124,13 +126,19 @@ class CRenderer:
         d = e.dtype
         if d.name in ("bfloat16",):
             return self.bf16_binary(e, a, b)
+        if e.op is BinOp.TRUNCMOD and d.is_float:  # C's fmod: the dividend's sign, exact
+            return f"fmod{self.caps.math_suffix_f32 if d.name == 'float32' else ''}({a}, {b})"
         if e.op in (BinOp.FLOORDIV, BinOp.FLOORMOD, BinOp.TRUNCDIV, BinOp.TRUNCMOD) and d.is_int:
             if e.op in (BinOp.TRUNCDIV, BinOp.TRUNCMOD) and isinstance(e.b, Const) and e.b.value not in (0, -1):
                 return f"({a} {_INFIX[e.op]} {b})"  # a constant divisor cannot trap: C's own operator
             return f"{self.helper_floordiv(e.op, d)}({a}, {b})"  # defined at b == 0 and MIN / -1: no trap
+        if e.op in (BinOp.SHL, BinOp.SHR) and d.is_int:
+            return f"{self.helper_shift(e.op, d)}({a}, {b})"
         if e.op in _INFIX:
-            if d.is_int and d.bits < 32 and e.op in (BinOp.ADD, BinOp.SUB, BinOp.MUL, BinOp.SHL):
+            if d.is_int and d.bits < 32 and e.op in (BinOp.ADD, BinOp.SUB, BinOp.MUL):
                 # C computes narrow integers in int: wrap at every operation, as the reference does
+                if e.op is BinOp.MUL and d.kind is Kind.UINT and d.lanes == 1:
+                    a = f"({self.scalar_type(_UINT[32])}){a}"  # 65535 * 65535 overflows int
                 return f"(({self.type_name(d)})({a} {_INFIX[e.op]} {b}))"
             return f"({a} {_INFIX[e.op]} {b})"
         if e.op in (BinOp.AND, BinOp.OR):
@@ -154,7 +162,11 @@ class CRenderer:
             if e.dtype.is_int and e.dtype.bits < 32:
                 return f"(({self.type_name(e.dtype)})(-{a}))"
             return f"(-{a})"
-        return f"(!{a})" if e.dtype.is_bool else f"(~{a})"
+        if e.dtype.is_bool:
+            return f"(!{a})"
+        if e.dtype.is_int and e.dtype.bits < 32 and e.dtype.lanes == 1:  # ~ of a promoted uint8 is a negative int
+            return f"(({self.type_name(e.dtype)})(~{a}))"
+        return f"(~{a})"
 
     def expr_Compare(self, e: Compare) -> str:
         a, b = self.expr(e.a), self.expr(e.b)
@@ -187,6 +199,8 @@ class CRenderer:
 
     def scalar_call(self, func: Intrinsic, args: list[str], d: DType) -> str:
         if func is Intrinsic.ABS and d.is_int:
+            if d.kind is Kind.UINT:
+                return args[0]
             return f"(({args[0]}) < 0 ? -({args[0]}) : ({args[0]}))"
         one = "1.0f" if d.name == "float32" else "1.0"
         if func is Intrinsic.SIGMOID:
@@ -232,10 +246,27 @@ class CRenderer:
             BinOp.FLOORMOD: f"{t} r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;",
             BinOp.TRUNCDIV: "return a / b;",
             BinOp.TRUNCMOD: "return a % b;",
-        }[op]
+        }[op if low < 0 else (BinOp.TRUNCMOD if op in (BinOp.FLOORMOD, BinOp.TRUNCMOD) else BinOp.TRUNCDIV)]
         if low < 0:
             body = f"if (b == -1) {minus1} {body}"
         body = f"if (b == 0) {zero} {body}"
+        self.helpers.setdefault(name, f"{self.caps.helper_prefix} {t} {name}({t} a, {t} b) {{ {body} }}")
+        return name
+
+    def helper_shift(self, op: BinOp, d: DType) -> str:
+        """Shifts as NumPy and ONNX define them: a count outside [0, bits) (undefined in C) shifts every bit
+        out, leaving 0, or -1 for a right shift of a negative value; left shifts wrap, in unsigned arithmetic
+        (a signed left shift that overflows is undefined in C)."""
+        t = self.type_name(d)
+        u = self.scalar_type(_UINT[d.bits])
+        wide = self.scalar_type(_UINT[max(32, d.bits)])  # narrow values promote to (signed) int otherwise
+        name = f"tw_{op.name.lower()}_{d.name}"
+        valid = f"({u})b < {d.bits}"
+        if op is BinOp.SHL:
+            body = f"return {valid} ? ({t})(({wide})({u})a << ({u})b) : 0;"
+        else:
+            fill = "(a < 0 ? -1 : 0)" if d.kind is Kind.INT else "0"
+            body = f"return {valid} ? ({t})(a >> ({u})b) : {fill};"
         self.helpers.setdefault(name, f"{self.caps.helper_prefix} {t} {name}({t} a, {t} b) {{ {body} }}")
         return name
 
@@ -360,6 +391,9 @@ class CRenderer:
 
     def stmt_Allocate(self, s: Allocate) -> None:
         raise BuildError("this dialect does not allocate buffers")
+
+
+_UINT = {bits: as_dtype(f"uint{bits}") for bits in (8, 16, 32, 64)}
 
 
 class _Raw(Expr):

@@ -33,6 +33,7 @@ class Capabilities:
     math_renames: MappingProxyType = field(default_factory=lambda: _frozen({}))  # Intrinsic -> base name
     restrict: str = "restrict"
     int64_literal: str = "INT64_C({v})"
+    uint64_literal: str = "UINT64_C({v})"  # unsuffixed, a value above INT64_MAX has no standard type
     int32_min: str = "INT32_MIN"
     inf: str = "INFINITY"
     nan: str = "NAN"
@@ -45,7 +46,7 @@ C_CAPS = Capabilities(
     scalar_types=_frozen({
         "float32": "float", "float64": "double", "float16": "_Float16", "bfloat16": "uint16_t",
         "int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t", "uint8": "uint8_t",
-        "bool": "bool",
+        "uint16": "uint16_t", "uint32": "uint32_t", "uint64": "uint64_t", "bool": "bool",
     }),
     math_renames=_frozen({Intrinsic.ABS: "fabs", Intrinsic.ROUND: "nearbyint"}),
 )

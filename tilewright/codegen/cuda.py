@@ -18,7 +18,7 @@ CUDA_CAPS = Capabilities(
     scalar_types=MappingProxyType({
         "float32": "float", "float64": "double", "float16": "__half", "bfloat16": "unsigned short",
         "int8": "signed char", "int16": "short", "int32": "int", "int64": "long long", "uint8": "unsigned char",
-        "bool": "bool",
+        "uint16": "unsigned short", "uint32": "unsigned int", "uint64": "unsigned long long", "bool": "bool",
     }),
     vector_lanes=(2, 4),
     vector_lane_names=(".x", ".y", ".z", ".w"),
@@ -29,6 +29,7 @@ CUDA_CAPS = Capabilities(
     math_renames=MappingProxyType({Intrinsic.ABS: "fabs", Intrinsic.ROUND: "nearbyint"}),
     restrict="__restrict__",
     int64_literal="{v}LL",
+    uint64_literal="{v}ULL",
     int32_min="(-2147483647 - 1)",
     inf="__int_as_float(0x7f800000)",
     nan="__int_as_float(0x7fffffff)",

@@ -25,7 +25,8 @@ OPENCL_CAPS = Capabilities(
     name="opencl",
     scalar_types=MappingProxyType({
         "float32": "float", "float64": "double", "float16": "float", "bfloat16": "ushort",
-        "int8": "char", "int16": "short", "int32": "int", "int64": "long", "uint8": "uchar", "bool": "bool",
+        "int8": "char", "int16": "short", "int32": "int", "int64": "long", "uint8": "uchar", "uint16": "ushort",
+        "uint32": "uint", "uint64": "ulong", "bool": "bool",
     }),
     # bool is not allowed in __global memory; half only behind a pointer
     storage_types=MappingProxyType({"bool": "uchar", "float16": "half"}),
@@ -41,6 +42,7 @@ OPENCL_CAPS = Capabilities(
     math_renames=MappingProxyType({Intrinsic.ABS: "fabs", Intrinsic.ROUND: "rint"}),
     restrict="restrict",
     int64_literal="{v}L",
+    uint64_literal="{v}UL",
     int32_min="(-2147483647 - 1)",
     helper_prefix="inline",
     kernel_prefix="__kernel void",

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..errors import ShapeError
 from ..ops import winograd
+from .bitwise_ops import TYPES as BITWISE_TYPES
 from .blocked import block_of, blocked_shape, unblocked_shape
 from .conv_types import conv2d_type, conv_transpose2d_type, dense_type, layout_block, pair, quad
 from .gather_ops import TYPES as GATHER_TYPES
@@ -289,8 +290,9 @@ _RULES = {
     "softmax": _softmax, "max_pool2d": _pool, "avg_pool2d": _pool, "mean": _mean, "reshape": _reshape,
     "permute": _permute, "pad": _pad, "concat": _concat, "slice": _slice, "layout_transform": _layout_transform,
     "winograd_input": _winograd_input, "winograd_output": _winograd_output, **QUANTIZED_TYPES,
-    **INTEGER_TYPES, **LOGIC_TYPES, **GATHER_TYPES,
-    "cumsum": _same, "reduce_max": _mean, "reduce_min": _mean, "reduce_sum": _mean, "reduce_prod": _mean,
+    **INTEGER_TYPES, **LOGIC_TYPES, **GATHER_TYPES, **BITWISE_TYPES,
+    "cumsum": _same, "cumprod": _same, "reduce_max": _mean, "reduce_min": _mean, "reduce_sum": _mean,
+    "reduce_prod": _mean,
 }
 
 

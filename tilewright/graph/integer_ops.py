@@ -3,13 +3,17 @@
 lowering to te, one table each for `infer`, `reference` and `lower_te` (specs in `opset`):
 
 - `cast(x)`, attr `dtype`: NumPy's astype between integer, bool and float dtypes (integers wrap as
-  NumPy's do); float -> integer is refused (C leaves out-of-range values undefined);
+  NumPy's do); float -> integer truncates toward zero, saturates at the integer's range and takes NaN
+  to 0 (C leaves those undefined, NumPy gives the minimum: this defines them);
 - `reduce_max(x)` / `reduce_min(x)`, attrs `axes`, `keepdims`: as `mean` does, with max / min;
 - `dynamic_scale(low, high)`: ONNX DynamicQuantizeLinear's y_scale from x's range widened to hold 0
   (low = min(min(x), 0), high = max(max(x), 0)): (high - low) / 255 in float32, 1 where that is 0 (an
   all-zero x), as ONNX Runtime gives;
-- `mod(a, b)`, attr `fmod`: integer remainder, NumPy broadcasting; fmod 1 takes the dividend's sign
-  (C's `%`), fmod 0 the divisor's (Python's); a zero divisor gives `a` (fmod 1) as the kernels define it;
+- `mod(a, b)`, attr `fmod`: remainder of integers or float32 / float64, NumPy broadcasting; fmod 1 takes the
+  dividend's sign (C's `%` / fmod), fmod 0 the divisor's (Python's); an integer zero divisor gives `a` as the
+  kernels define it, a float one NaN;
+- `truncdiv(a, b)`: integer division rounding toward zero (ONNX's integer Div, C's `/`), NumPy broadcasting;
+  a zero divisor gives 0 and MIN / -1 wraps to MIN, as the kernels define them;
 - `matmul_integer(x, weight, bias?)`: acc[..., n] = sum_k x[..., k] * W[n, k] + bias[n] in int32, x uint8,
   the int8 weight stored [N/8, K/4, 8, 4] as `qdense`'s (what dot-product instructions read)."""
 
@@ -18,13 +22,15 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ShapeError
-from ..te import compute, floormod, reduce_axis, select, truncmod
+from ..te import compute, floormod, logical_and, logical_or, reduce_axis, select, truncdiv, truncmod
 from ..te import max as te_max
 from ..te import min as te_min
 from .ir import Node, TensorType
 from .quantized_ops import DENSE_BLOCK, dense_accumulator
 
-CAST_DTYPES = ("bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64")
+CAST_FLOATS = ("float16", "bfloat16", "float32", "float64")
+CAST_DTYPES = ("bool", "uint8", "int8", "uint16", "int16", "uint32", "int32", "uint64", "int64", "float16", "bfloat16",
+               "float32", "float64")
 
 
 def _fail(node: Node, ins, why: str) -> ShapeError:
@@ -47,10 +53,47 @@ def _cast_type(node: Node, ins):
     to = node.attr("dtype")
     if to not in CAST_DTYPES:
         raise _fail(node, ins, f"cast to {to!r}; valid dtypes: {', '.join(CAST_DTYPES)}")
-    if _is_float(ins[0].dtype) and not _is_float(to):
-        raise _fail(node, ins, f"a float -> {to} cast (out-of-range values are undefined in C); valid: integer, "
-                               "bool and float sources to any dtype, floats to floats")
     return [TensorType(ins[0].shape, to)]
+
+
+def _float_to_int_bounds(to: str) -> tuple[float, float]:
+    """(below, top): the powers of two a float must be at least (unsigned: above -1) and below to convert into
+    integer dtype `to` by truncation; both exact in every float dtype."""
+    info = np.iinfo(to)
+    return (-1.0 if info.min == 0 else float(info.min)), float(info.max) + 1.0
+
+
+def _saturating(src: str, to: str) -> bool:
+    return _is_float(src) and to not in CAST_FLOATS and to != "bool"
+
+
+def reference_cast(node: Node, x):
+    to = node.attr("dtype")
+    if not _saturating(x.dtype.name, to):
+        return x.astype(_numpy_dtype(to))
+    low, top = _float_to_int_bounds(to)
+    info = np.iinfo(to)
+    wide = x.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        below, above = (wide <= low) if info.min == 0 else (wide < low), wide >= top
+        inside = np.where(np.isnan(wide) | below | above, 0, np.trunc(wide)).astype(to)
+    return np.where(above, info.max, np.where(below, info.min, inside)).astype(to)
+
+
+def lower_cast(node: Node, a: list, name: str):
+    x, to = a[0], node.attr("dtype")
+    src = x.dtype.name
+    if not _saturating(src, to):
+        return compute(x.shape, lambda *i: x[i].astype(to), name=name)
+    low, top = _float_to_int_bounds(to)
+    info = np.iinfo(to)
+
+    def body(*i):
+        v = x[i]
+        below = (v <= low) if info.min == 0 else (v < low)
+        inside = select(logical_or(below, v >= top), 0, v).astype(to)  # C's conversion truncates toward zero
+        return select(v != v, 0, select(v >= top, info.max, select(below, info.min, inside)))
+    return compute(x.shape, body, name=name)
 
 
 def _dynamic_scale_type(node: Node, ins):
@@ -76,14 +119,17 @@ def _mod_type(node: Node, ins):
     from .infer import broadcast_shapes
 
     shape = broadcast_shapes(ins[0].shape, ins[1].shape)
-    if ins[0].dtype != ins[1].dtype or not np.issubdtype(np.dtype(ins[0].dtype), np.integer) or shape is None:
-        raise _fail(node, ins, "takes two integer inputs of one dtype whose shapes broadcast")
+    floats = ("float32", "float64") if node.op == "mod" else ()
+    if ins[0].dtype != ins[1].dtype or shape is None or not (
+            np.issubdtype(np.dtype(ins[0].dtype), np.integer) or ins[0].dtype in floats):
+        kinds = "integer or float32 / float64" if floats else "integer"
+        raise _fail(node, ins, f"takes two {kinds} inputs of one dtype whose shapes broadcast")
     return [TensorType(shape, ins[0].dtype)]
 
 
 # reduce_max / reduce_min take mean's type rule (graph/infer.py)
 TYPES = {"cast": _cast_type, "dynamic_scale": _dynamic_scale_type, "matmul_integer": _matmul_integer_type,
-         "mod": _mod_type}
+         "mod": _mod_type, "truncdiv": _mod_type}
 
 
 # --- reference ---
@@ -111,12 +157,20 @@ def reference_matmul_integer(node: Node, x, w, bias=None):
 def reference_mod(node: Node, a, b):
     with np.errstate(divide="ignore", invalid="ignore"):
         r = (np.fmod if node.attr("fmod", 0) else np.mod)(a, b)
-    return np.where(b == 0, a, r).astype(a.dtype)
+    return r.astype(a.dtype) if a.dtype.kind == "f" else np.where(b == 0, a, r).astype(a.dtype)
+
+
+def reference_truncdiv(node: Node, a, b):
+    safe = np.where(b == 0, 1, b).astype(b.dtype)
+    with np.errstate(over="ignore"):  # MIN // -1 wraps to MIN
+        q = (a - np.fmod(a, safe)) // safe  # exact: a - fmod(a, b) is a multiple of b
+    return np.where(b == 0, 0, q).astype(a.dtype)
 
 
 REFERENCE = {
     "mod": reference_mod,
-    "cast": lambda n, x: x.astype(_numpy_dtype(n.attr("dtype"))),
+    "truncdiv": reference_truncdiv,
+    "cast": reference_cast,
     "reduce_max": lambda n, x: np.max(x, axis=_axes(n, x.ndim), keepdims=bool(n.attr("keepdims", True))),
     "reduce_min": lambda n, x: np.min(x, axis=_axes(n, x.ndim), keepdims=bool(n.attr("keepdims", True))),
     "dynamic_scale": reference_dynamic_scale,
@@ -172,19 +226,30 @@ def lower_matmul_integer(node: Node, a: list, name: str):
     return compute(acc.shape, lambda *i: acc[i] + bias[i[-1]], name=name)
 
 
+def _float_floormod(x, y):
+    """NumPy's mod on floats (the divisor's sign): C's fmod, plus the divisor where the signs differ; exact,
+    and right at infinities where x - floor(x / y) * y is not."""
+    r = truncmod(x, y)
+    flips = logical_or(logical_and(r < 0, y > 0), logical_and(r > 0, y < 0))
+    return select(flips, r + y, r)
+
+
 def lower_mod(node: Node, a: list, name: str):
     from ..ops.elementwise import broadcast_index
     from .infer import broadcast_shapes
 
-    rem = truncmod if node.attr("fmod", 0) else floormod
+    fn = truncdiv if node.op == "truncdiv" else truncmod if node.attr("fmod", 0) else floormod
     x, y = a
+    if node.op == "mod" and x.dtype.is_float and not node.attr("fmod", 0):
+        fn = _float_floormod
     return compute(broadcast_shapes(x.shape, y.shape),
-                   lambda *i: rem(x[broadcast_index(x.shape, i)], y[broadcast_index(y.shape, i)]), name=name)
+                   lambda *i: fn(x[broadcast_index(x.shape, i)], y[broadcast_index(y.shape, i)]), name=name)
 
 
 LOWER = {
     "mod": lower_mod,
-    "cast": lambda n, a, name: compute(a[0].shape, lambda *i: a[0][i].astype(n.attr("dtype")), name=name),
+    "truncdiv": lower_mod,
+    "cast": lower_cast,
     "reduce_max": _lower_reduce(te_max),
     "reduce_min": _lower_reduce(te_min),
     "dynamic_scale": lower_dynamic_scale,

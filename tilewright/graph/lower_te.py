@@ -21,7 +21,7 @@ from ..te import pow as te_pow
 from ..te import round as te_round
 from ..te import sum as te_sum
 from ..te.tensor import Tensor
-from . import gather_ops, integer_ops, logic_ops, quantized_ops, reduce_ops, winograd_ops
+from . import bitwise_ops, gather_ops, integer_ops, logic_ops, quantized_ops, reduce_ops, winograd_ops
 from .infer import slice_shape
 from .ir import Graph, Node
 from .partition import Group
@@ -329,6 +329,7 @@ _LOWER = {
     **reduce_ops.LOWER,
     **logic_ops.LOWER,
     **gather_ops.LOWER,
+    **bitwise_ops.LOWER,
 }
 
 LOWERED_OPS = frozenset(_LOWER)

@@ -12,7 +12,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ..errors import EvaluationError
-from . import blocked, gather_ops, integer_ops, logic_ops, quantized_ops, reduce_ops, winograd_ops
+from . import bitwise_ops, blocked, gather_ops, integer_ops, logic_ops, quantized_ops, reduce_ops, winograd_ops
 from .infer import pair, pool_out, quad, reduce_axes, reshape_target
 from .ir import Graph, Node, TensorType
 from .opset import spec
@@ -211,7 +211,7 @@ _BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divi
 
 # the op modules' own references, (node, *inputs) -> array
 _OP_TABLES = {**winograd_ops.REFERENCE, **quantized_ops.REFERENCE, **integer_ops.REFERENCE, **reduce_ops.REFERENCE,
-              **logic_ops.REFERENCE, **gather_ops.REFERENCE}
+              **logic_ops.REFERENCE, **gather_ops.REFERENCE, **bitwise_ops.REFERENCE}
 
 
 def _evaluate(node: Node, xs: list[np.ndarray]) -> np.ndarray:

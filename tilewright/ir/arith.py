@@ -86,8 +86,10 @@ def binary(op: BinOp, a, b) -> Expr:
         raise DTypeError(
             f"operator / on integer dtype {d}: use // (floor division), tw.truncdiv, or cast to a float dtype"
         )
-    if op in (BinOp.TRUNCDIV, BinOp.TRUNCMOD, BinOp.SHL, BinOp.SHR) and not d.is_int:
+    if op in (BinOp.TRUNCDIV, BinOp.SHL, BinOp.SHR) and not d.is_int:
         raise DTypeError(f"{op.value} needs integer operands, got {d}")
+    if op is BinOp.TRUNCMOD and not (d.is_int or d.is_float):  # on floats, C's fmod
+        raise DTypeError(f"{op.value} needs integer or float operands, got {d}")
     a, b = coerce(a, d), coerce(b, d)
     if op in _INT_DIVISIONS and d.is_int and _is_literal(b, 0):
         # a data zero gives x // 0 == 0 and x % 0 == x (reference and kernels); a literal one is a bug

@@ -6,15 +6,20 @@ Implicit promotion happens only where it is lossless and unambiguous:
 |----------------------------------------|---------------------|
 | same dtype                             | that dtype          |
 | two signed ints                        | the wider one       |
-| uint8 with int16/int32/int64           | the signed one      |
+| two unsigned ints                      | the wider one       |
+| unsigned with a wider signed int       | the signed one      |
+| (uint8 with int16, uint32 with int64)  |                     |
 | float16 or bfloat16 with float32/64    | the wider float     |
 | float32 with float64                   | float64             |
 | anything else (int with float, bool    | DTypeError: cast    |
 | with a number, float16 with bfloat16,  | one side explicitly |
-| int8 with uint8)                       |                     |
+| unsigned with a signed int of its      |                     |
+| width or narrower: int8 with uint8,    |                     |
+| int64 with uint64)                     |                     |
 
 Python literals take the dtype of the other operand when they fit it exactly
 (an int literal fits any dtype but bool; a float literal only a float dtype).
+A literal alone is int32, int64 where it does not fit, uint64 above int64's range.
 """
 
 from __future__ import annotations
@@ -106,9 +111,12 @@ int16 = DType("int16", Kind.INT, 16)
 int32 = DType("int32", Kind.INT, 32)
 int64 = DType("int64", Kind.INT, 64)
 uint8 = DType("uint8", Kind.UINT, 8)
+uint16 = DType("uint16", Kind.UINT, 16)
+uint32 = DType("uint32", Kind.UINT, 32)
+uint64 = DType("uint64", Kind.UINT, 64)
 bool_ = DType("bool", Kind.BOOL, 8)
 
-ALL_DTYPES = (float16, bfloat16, float32, float64, int8, uint8, int16, int32, int64, bool_)
+ALL_DTYPES = (float16, bfloat16, float32, float64, int8, uint8, int16, uint16, int32, uint32, int64, uint64, bool_)
 _BY_NAME = {d.name: d for d in ALL_DTYPES}
 
 
@@ -141,7 +149,7 @@ def promote(a: DType, b: DType) -> DType | None:
         if ra == rb:  # float16 vs bfloat16: neither holds the other
             return None
         return a if ra > rb else b
-    if a.kind is Kind.INT and b.kind is Kind.INT:
+    if a.kind is b.kind and a.kind in (Kind.INT, Kind.UINT):
         return a if a.bits > b.bits else b
     for s, u in ((a, b), (b, a)):
         if s.kind is Kind.INT and u.kind is Kind.UINT and s.bits > u.bits:
@@ -154,8 +162,8 @@ def promote_or_raise(a: DType, b: DType, context: str) -> DType:
     if result is None:
         raise DTypeError(
             f"{context}: operands have dtypes {a} and {b}, which need an explicit cast; "
-            f"write tw.cast(x, dtype) on one side (implicit promotion only widens within "
-            f"signed ints or within floats)"
+            f"write tw.cast(x, dtype) on one side (implicit promotion only widens within signed ints, "
+            f"within unsigned ints, unsigned into a wider signed int, or within floats)"
         )
     return result
 
@@ -178,8 +186,9 @@ def default_literal_dtype(value) -> DType:
     if isinstance(value, bool):
         return bool_
     if isinstance(value, int):
-        lo, hi = int32.int_range
-        return int32 if lo <= value <= hi else int64
+        if int32.int_range[0] <= value <= int32.int_range[1]:
+            return int32
+        return uint64 if value > int64.int_range[1] else int64
     if isinstance(value, float):
         return float32
     raise DTypeError(f"cannot make a constant from {value!r} of type {type(value).__name__}")

@@ -132,8 +132,9 @@ def _index_bounds(lin: Linear, facts: list[Linear], ranges: Ranges) -> tuple[int
 
 
 def _widening(n: Expr) -> Expr | None:
-    if isinstance(n, Cast) and n.dtype.is_int and n.value.dtype.is_int and n.value.dtype.bits <= n.dtype.bits \
-            and (n.value.dtype.int_range[0] < 0) <= (n.dtype.int_range[0] < 0):
+    src, dst = (n.value.dtype, n.dtype) if isinstance(n, Cast) else (None, None)
+    if src is not None and src.is_int and dst.is_int and src.int_range[0] >= dst.int_range[0] \
+            and src.int_range[1] <= dst.int_range[1]:
         return n.value  # the value is unchanged: see through it (64-bit index arithmetic)
     return None
 

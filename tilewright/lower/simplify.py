@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 
 from ..ir import arith
-from ..ir.dtype import bool_
+from ..ir.dtype import Kind, bool_
 from ..ir.expr import Binary, BinOp, Cast, CmpOp, Compare, Const, Expr, Select, Unary, UnOp, Var
 from ..ir.traverse import children, structural_key, with_children
 
@@ -37,6 +37,15 @@ def interval(op: BinOp, a: tuple[int, int], b: tuple[int, int]) -> tuple[int, in
 
 def const_bounds(e: Expr, ranges: Ranges) -> tuple[int, int] | None:
     """Inclusive constant bounds of an integer expression, or None if unknown."""
+    bounds = _const_bounds(e, ranges)
+    if bounds is not None and e.dtype.is_int and (e.dtype.kind is Kind.UINT or isinstance(e, Cast)):
+        lo, hi = e.dtype.int_range
+        if bounds[0] < lo or bounds[1] > hi:
+            return None  # unsigned arithmetic and casts wrap: the true interval is no bound of the value
+    return bounds
+
+
+def _const_bounds(e: Expr, ranges: Ranges) -> tuple[int, int] | None:
     if isinstance(e, Const):
         return (int(e.value), int(e.value)) if not e.dtype.is_float else None
     if isinstance(e, Var):
@@ -174,8 +183,8 @@ def _fold_binary(e: Binary) -> Expr | None:
 
 
 def _div_mod(e: Binary, ranges: Ranges) -> Expr | None:
-    if not isinstance(e.b, Const) or int(e.b.value) <= 0:
-        return None
+    if not isinstance(e.b, Const) or int(e.b.value) <= 0 or e.dtype.kind is Kind.UINT:
+        return None  # unsigned sums wrap, so (x + c*k) // c is not x // c + k
     c = int(e.b.value)
     if c == 1:
         return e.a if e.op is BinOp.FLOORDIV else Const(0, e.dtype)

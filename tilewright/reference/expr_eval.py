@@ -65,11 +65,26 @@ def _int_division(op: BinOp, a, b):
     return np.where(zero, a, rest)
 
 
+def shift(a, b, left: bool) -> np.ndarray:
+    """a << b or a >> b (arithmetic for signed a), as NumPy and ONNX define them and the kernels compute:
+    a count outside [0, bits) leaves 0, or -1 for a right shift of a negative a; left shifts wrap."""
+    a, b = np.broadcast_arrays(np.asarray(a), np.asarray(b))
+    bits = a.dtype.itemsize * 8
+    valid = (b >= 0) & (b < bits)
+    count = np.where(valid, b, 0)
+    if left:
+        unsigned = np.dtype(f"u{a.dtype.itemsize}")
+        out = np.left_shift(a.astype(unsigned), count.astype(unsigned)).astype(a.dtype)
+        return np.where(valid, out, np.zeros_like(a))
+    fill = np.where(a < 0, -1, 0).astype(a.dtype) if a.dtype.kind == "i" else np.zeros_like(a)
+    return np.where(valid, np.right_shift(a, count.astype(a.dtype)), fill)
+
+
 _BINARY = {
     BinOp.ADD: np.add, BinOp.SUB: np.subtract, BinOp.MUL: np.multiply, BinOp.DIV: np.true_divide,
     BinOp.FLOORMOD: np.mod, BinOp.TRUNCMOD: np.fmod, BinOp.TRUNCDIV: _truncdiv,
     BinOp.MIN: np.minimum, BinOp.MAX: np.maximum, BinOp.XOR: np.bitwise_xor,
-    BinOp.SHL: np.left_shift, BinOp.SHR: np.right_shift,
+    BinOp.SHL: lambda a, b: shift(a, b, True), BinOp.SHR: lambda a, b: shift(a, b, False),
 }
 _COMPARE = {
     CmpOp.LT: np.less, CmpOp.LE: np.less_equal, CmpOp.GT: np.greater, CmpOp.GE: np.greater_equal,
