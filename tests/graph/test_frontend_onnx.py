@@ -130,25 +130,30 @@ def test_attention_pieces_and_erf_gelu(rng):
 
 
 def test_unsupported_op_names_op_node_and_supported_set():
-    model = _model([helper.make_node("TopK", ["x", "k"], ["v", "i"], name="topk0")], [_vi("x", [4, 8])],
-                   [_vi("v", None)], [("k", np.array([2], np.int64))])
+    model = _model([helper.make_node("NonMaxSuppression", ["x", "s"], ["i"], name="nms0")], [_vi("x", [1, 4, 4])],
+                   [_vi("i", None)], [("s", np.ones((1, 1, 4), np.float32))])
     with pytest.raises(UnsupportedOpError) as err:
         from_onnx(model)
     msg = str(err.value)
-    assert "'TopK'" in msg and "topk0" in msg and "supported:" in msg and "Conv" in msg
+    assert "'NonMaxSuppression'" in msg and "nms0" in msg and "supported:" in msg and "Conv" in msg
 
 
 def test_unsupported_form_of_a_supported_op_says_why():
-    model = _model([helper.make_node("Conv", ["x", "w"], ["y"], name="conv1d")], [_vi("x", [1, 2, 5])],
-                   [_vi("y", None)], [("w", np.ones((3, 2, 3), np.float32))])
-    with pytest.raises(UnsupportedOpError, match="'Conv' at node 'conv1d'.*only 2-D convolution"):
+    model = _model([helper.make_node("Conv", ["x", "w"], ["y"], name="conv4d")], [_vi("x", [1, 2, 5, 5, 5, 5])],
+                   [_vi("y", None)], [("w", np.ones((3, 2, 3, 3, 3, 3), np.float32))])
+    with pytest.raises(UnsupportedOpError, match="'Conv' at node 'conv4d'.*rank 6.*1-D, 2-D or 3-D"):
         from_onnx(model)
 
 
 def test_unsupported_opset_is_named():
-    model = _model([helper.make_node("Relu", ["x"], ["y"])], [_vi("x", [4])], [_vi("y", [4])], opset=11)
-    with pytest.raises(UnsupportedOpError, match=r"opset 11.*13-\d+"):
+    model = _model([helper.make_node("Relu", ["x"], ["y"])], [_vi("x", [4])], [_vi("y", [4])], opset=99)
+    with pytest.raises(UnsupportedOpError, match=r"opset 99.*13-\d+"):
         from_onnx(model)
+
+
+def test_an_older_opset_is_converted_to_13():
+    model = _model([helper.make_node("Relu", ["x"], ["y"])], [_vi("x", [4])], [_vi("y", [4])], opset=11)
+    assert [n.op for n in from_onnx(model).nodes] == ["relu"]
 
 
 def test_opsets_past_21_are_read_and_newer_attributes_refused():
@@ -207,13 +212,13 @@ def test_attention_matches_onnx_reference(attrs, past, three_d, tmp_path):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
 
 
-def test_attention_with_a_run_time_mask_is_refused():
+def test_attention_with_a_mask_wider_than_the_keys_is_refused():
     node = helper.make_node("Attention", ["Q", "K", "V", "m"], ["Y"], name="att")
     vi = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 2, 3, 4]) for n in ("Q", "K", "V")]
-    vi.append(helper.make_tensor_value_info("m", TensorProto.FLOAT, [3, 3]))
+    vi.append(helper.make_tensor_value_info("m", TensorProto.FLOAT, [3, 5]))
     model = helper.make_model(helper.make_graph([node], "g", vi, [_vi("Y", None)]),
                               opset_imports=[helper.make_opsetid("", 23)])
-    with pytest.raises(UnsupportedOpError, match="'Attention' at node 'att'.*attn_mask input"):
+    with pytest.raises(UnsupportedOpError, match="'Attention' at node 'att'.*mask"):
         from_onnx(model)
 
 

@@ -5,7 +5,10 @@ input that fixes a shape, such as a Reshape's shape or a reduction's axes, takes
 which the module then checks on every call), run, and compared with the expected outputs at the
 case's own tolerances. Each case ends in one outcome:
 
-- pass: every output within tolerance;
+- pass: every output within tolerance (a 16-bit float output within two more units in the last place: the
+  reference rounds after every op, our kernels compute in float32 and round at each kernel's stores), or a
+  float32 output that misses the expected data but matches the model evaluated in float64 by onnx's
+  reference (`onnx_float64_oracle`: expected data less exact than its tolerance; listed in the table);
 - wrong: an output differs (must never happen: a wrong result);
 - unsupported: an `UnsupportedOpError` naming the op (or the opset);
 - refused: another `TilewrightError` (a dtype or shape the frontend or a kernel does not take);
@@ -31,6 +34,11 @@ from pathlib import Path
 import numpy as np
 
 OUTCOMES = ("pass", "wrong", "unsupported", "refused", "raw", "crash")
+# A 16-bit float output may differ from the expected one by this many units in its last place beyond the case's
+# tolerance: the reference rounds every op's result to 16 bits, our kernels compute in float32 and round at each
+# kernel's stores, and two such sequences of roundings each land about a unit from the exact value.
+UNITS_IN_THE_LAST_PLACE = 2
+FLOAT64_ORACLE = "float64 oracle"  # a pass against onnx_float64_oracle, where the expected data is inexact
 
 
 def cases(names=None) -> list:
@@ -58,9 +66,16 @@ def _close(got: np.ndarray, want: np.ndarray, rtol: float, atol: float) -> bool:
     got = np.asarray(got)
     if got.shape != want.shape:
         return False
-    if want.dtype.kind in "fc":
-        return bool(np.allclose(got.astype(want.dtype), want, rtol=rtol, atol=atol, equal_nan=True))
-    return bool(np.array_equal(got, want))
+    if want.dtype.kind not in "fc" and want.dtype.name != "bfloat16":  # ml_dtypes' bfloat16 has kind "V"
+        return bool(np.array_equal(got, want))
+    wide = np.complex128 if want.dtype.kind == "c" else np.float64
+    g, w = got.astype(want.dtype).astype(wide), want.astype(wide)  # compared in float64, not in 16-bit arithmetic
+    if want.dtype.itemsize == 2:  # 16-bit floats: see UNITS_IN_THE_LAST_PLACE
+        with np.errstate(invalid="ignore"):  # the spacing of inf or NaN is NaN: those compare exactly
+            ulp = np.abs(np.spacing(want.astype(np.float32).astype(want.dtype)).astype(np.float64))
+        ulp = np.nan_to_num(ulp, nan=0.0)
+        atol = atol + UNITS_IN_THE_LAST_PLACE * ulp
+    return bool(np.all(np.isclose(g, w, rtol=rtol, atol=atol, equal_nan=True)))
 
 
 def _arrays(values) -> list:
@@ -92,10 +107,18 @@ def run_case(case, records, target="cpu") -> tuple[str, str]:
     got = got if isinstance(got, list) else [got]
     if len(got) != len(expected):
         return "wrong", f"{len(got)} outputs, expected {len(expected)}"
-    for i, (g, w) in enumerate(zip(got, expected)):
-        if not _close(g, np.asarray(w), case.rtol, case.atol):
-            return "wrong", f"output {i} differs beyond rtol {case.rtol}, atol {case.atol}"
-    return "pass", ""
+    missed = [i for i, (g, w) in enumerate(zip(got, expected)) if not _close(g, np.asarray(w), case.rtol, case.atol)]
+    if not missed:
+        return "pass", ""
+    if all(np.asarray(expected[i]).dtype == np.float32 for i in missed):
+        from .onnx_float64_oracle import float64_outputs
+
+        truth = float64_outputs(case.model, inputs)
+        if truth is not None and all(_close(np.asarray(got[i], np.float64), np.asarray(truth[i]), case.rtol,
+                                            case.atol) for i in missed):
+            return "pass", (f"{FLOAT64_ORACLE}: output {missed[0]} misses the expected data but matches a float64 "
+                            "evaluation of the model")
+    return "wrong", f"output {missed[0]} differs beyond rtol {case.rtol}, atol {case.atol}"
 
 
 def _worker(names: list[str], log: Path) -> None:
@@ -177,6 +200,11 @@ def markdown(doc: dict) -> str:
         total = sum(p[k] for k in OUTCOMES)
         lines.append(f"| {op} | {total} | " + " | ".join(str(p[k]) for k in OUTCOMES) +
                      f" | {', '.join(map(str, sorted(p['opsets'])))} | {', '.join(sorted(p['dtypes']))} |")
+    oracle = [r for r in doc["rows"] if r["outcome"] == "pass" and r.get("detail", "").startswith(FLOAT64_ORACLE)]
+    if oracle:
+        lines += ["", "## Passed against a float64 evaluation (the expected data is less exact than its tolerance)",
+                  ""]
+        lines += [f"- `{r['name']}` ({r['op']}): {r['detail']}" for r in oracle]
     wrong = [r for r in doc["rows"] if r["outcome"] in ("wrong", "raw", "crash")]
     if wrong:
         lines += ["", "## Wrong results, raw exceptions and crashes", ""]

@@ -50,9 +50,9 @@ class GraphBuilder:
         self.types[name] = ttype
         return name
 
-    def constant(self, array, hint: str = "const") -> str:
-        """A constant node holding `array` (floating arrays become float32)."""
-        a = _float32(array)
+    def constant(self, array, hint: str = "const", exact: bool = False) -> str:
+        """A constant node holding `array` (floating arrays become float32 unless `exact`)."""
+        a = np.array(array, order="C") if exact else _float32(array)
         name = self.fresh(hint)
         self.constants[name] = a
         self.types[name] = TensorType(a.shape, str(a.dtype))

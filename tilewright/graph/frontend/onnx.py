@@ -16,27 +16,41 @@ import numpy as np
 
 from ...errors import TilewrightError
 from ..infer import infer_node
+from ..integer_ops import CAST_DTYPES
 from ..ir import Node, TensorType
 from ..opset import FLOAT_ONLY_UNARY
 from .builder import GraphBuilder, UnsupportedOpError, unsupported
 from .onnx_activations import ACTIVATION_HANDLERS
-from .onnx_attention import attention
+from .onnx_attention import ATTENTION_HANDLERS
+from .onnx_bitwise import BITWISE_HANDLERS
+from .onnx_conv import conv
 from .onnx_conv_transpose import conv_transpose
-from .onnx_fold import fold, reshape_shape
+from .onnx_dft import DFT_HANDLERS
+from .onnx_einsum import EINSUM_HANDLERS
+from .onnx_fold import fold, fold_node, reshape_shape
+from .onnx_grid_sample import GRID_HANDLERS
 from .onnx_inputs import fixed_input_shapes
 from .onnx_logic import LOGIC_HANDLERS
-from .onnx_normalization import batch_norm, layer_norm
-from .onnx_opsets import REVIEWED_OPSET, newer_attributes, supported_opsets
+from .onnx_losses import LOSS_HANDLERS
+from .onnx_misc_ops import MISC_HANDLERS
+from .onnx_normalization import NORM_HANDLERS
+from .onnx_opsets import REVIEWED_OPSET, converted_to_supported, newer_attributes
+from .onnx_pool import POOL_HANDLERS
 from .onnx_quantized import QUANTIZED_HANDLERS, quantized_nk
+from .onnx_recurrent import RECURRENT_HANDLERS
 from .onnx_reduce import REDUCE_HANDLERS
 from .onnx_resize import resize
-from .onnx_shape_ops import SHAPE_HANDLERS
+from .onnx_scatter import SCATTER_HANDLERS
+from .onnx_shape_ops import SHAPE_HANDLERS, pad_by_index
+from .onnx_tensor_ops import TENSOR_HANDLERS
+from .onnx_trig import TRIG_HANDLERS
 
 _UNARY = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Sqrt": "sqrt", "Erf": "erf", "Exp": "exp",
           "Neg": "neg", "Abs": "abs", "Log": "log", "Floor": "floor", "Ceil": "ceil", "Round": "round", "Sin": "sin",
           "Cos": "cos", "Reciprocal": "reciprocal"}
+_NEWER_HANDLED = {"SpaceToDepth": {"mode"}}  # attributes past opset 21 that a handler reads
 _VARIADIC = ("Max", "Min")  # one or more inputs
-_BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Pow": "pow", "Max": "maximum",
+_BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Max": "maximum",
            "Min": "minimum"}
 
 
@@ -135,13 +149,19 @@ class _Importer:
             if t is None:
                 raise UnsupportedOpError(f"from_onnx: input '{inp.name}' needs a static shape; pass "
                                          f"input_shapes={{'{inp.name}': (...)}}")
+            if t.dtype not in CAST_DTYPES:
+                raise UnsupportedOpError(f"from_onnx: input '{inp.name}' has element type {t.dtype}; supported: "
+                                         f"{', '.join(CAST_DTYPES)}")
             self.env[inp.name] = self.b.add_input(inp.name, t)
+            if 0 in t.shape:  # no values: known as they are, whatever a call passes
+                self.known[inp.name] = np.zeros(t.shape, t.dtype)
         for node in self.g.node:
             self.node = node
             if node.domain not in ("", "ai.onnx"):
                 raise self.fail(f"domain '{node.domain}'")
             a = self.attrs(node)
-            newer = newer_attributes(node.op_type, self.opset) & set(a) if self.opset > REVIEWED_OPSET else ()
+            newer = newer_attributes(node.op_type, self.opset) & set(a) - _NEWER_HANDLED.get(node.op_type, set()) \
+                if self.opset > REVIEWED_OPSET else ()
             if newer:
                 raise self.fail(f"attribute {', '.join(sorted(newer))} (opset {self.opset}) is newer than the opset "
                                 f"{REVIEWED_OPSET} definition this frontend follows")
@@ -149,13 +169,8 @@ class _Importer:
             if node.op_type == "Constant":
                 self.known[node.output[0]] = _constant(a, self)
                 continue
-            present = [i for i in ins if i]
-            if (present and all(i in self.known for i in present)) or node.op_type in ("Shape", "Size"):
-                shapes = [self.type_of(i).shape if self.type_of(i) else None for i in ins[:1]]
-                got = fold(node.op_type, a, [self.known.get(i) if i else None for i in ins], shapes)
-                if got is not None:
-                    self.known.update(zip(node.output, got))
-                    continue
+            if fold_node(self, node, ins, a):
+                continue
             handler = _HANDLERS.get(node.op_type)
             if handler is None:
                 raise self.fail()
@@ -203,43 +218,21 @@ def _variadic(op):
 
 
 def _dropout(imp, n, ins, a):
-    """Inference: the identity; training mode (random masks) and the mask output are refused."""
-    if len(ins) > 2 and ins[2] and (ins[2] not in imp.known or bool(np.asarray(imp.known[ins[2]]).any())):
-        raise imp.fail("training_mode must be a constant false (inference)")
+    """The identity with an all-true mask: inference, or training with a constant ratio of 0; a random mask
+    (training with a ratio above 0) is refused."""
+    training = len(ins) > 2 and ins[2] and bool(np.asarray(imp.const(ins[2], "training_mode")).any())
+    if training:
+        ratio = imp.const(ins[1], "the ratio") if len(ins) > 1 and ins[1] else 0.5
+        if float(np.asarray(ratio).reshape(())) != 0.0:
+            raise imp.fail("training mode with a ratio above 0 (random masks); valid: inference, or a constant "
+                           "ratio of 0")
     if len(n.output) > 1 and n.output[1]:
-        raise imp.fail("only output 0 may be used (no mask)")
+        imp.known[n.output[1]] = np.ones(imp.type_of(ins[0]).shape, np.bool_)
     _identity(imp, n, ins, a)
 
 
 def _identity(imp, n, ins, a):
     imp.env[n.output[0]] = imp.value(ins[0])
-
-
-def _spatial(imp, n, ins, a, kernel):
-    """(stride, padding (top, left, bottom, right), dilation) of a Conv/pool node, auto_pad resolved."""
-    stride, dil = tuple(a.get("strides", (1, 1))), tuple(a.get("dilations", (1, 1)))
-    pads = tuple(a.get("pads", (0, 0, 0, 0)))
-    auto = a.get("auto_pad", "NOTSET")
-    if auto in ("SAME_UPPER", "SAME_LOWER"):
-        h, w = imp.type_of(ins[0]).shape[2:]
-        total = [max(0, (-(-size // s) - 1) * s + (k - 1) * d + 1 - size)
-                 for size, s, k, d in zip((h, w), stride, kernel, dil)]
-        small, big = [t // 2 for t in total], [t - t // 2 for t in total]
-        before, after = (small, big) if auto == "SAME_UPPER" else (big, small)
-        pads = (before[0], before[1], after[0], after[1])
-    elif auto == "VALID":
-        pads = (0, 0, 0, 0)
-    return stride, pads, dil
-
-
-def _conv(imp, n, ins, a):
-    w = imp.type_of(ins[1])
-    if w is None or len(w.shape) != 4:
-        raise imp.fail("only 2-D convolution")
-    stride, pads, dil = _spatial(imp, n, ins, a, w.shape[2:])
-    vals = [imp.value(i) for i in ins if i]
-    imp.emit("conv2d", vals, {"stride": stride, "padding": pads, "dilation": dil, "groups": a.get("group", 1)},
-             n.output[0])
 
 
 def _weight_nk(imp, name, transposed: bool, scale: float = 1.0) -> str:
@@ -285,7 +278,7 @@ def _gemm(imp, n, ins, a):
 def _matmul(imp, n, ins, a):
     ranks = [len(imp.type_of(i).shape) if imp.type_of(i) else None for i in ins[:2]]
     if 1 in ranks:
-        raise imp.fail(f"operands of rank {ranks[0]} and {ranks[1]}: 1-D operands (vector products) are not taken")
+        return _vector_matmul(imp, n, ins, ranks)
     b = imp.known.get(ins[1])
     quantized = quantized_nk(imp, ins[1], transposed=False)
     if quantized is not None:
@@ -296,20 +289,20 @@ def _matmul(imp, n, ins, a):
         imp.emit("matmul", [imp.value(ins[0]), imp.value(ins[1])], out=n.output[0])
 
 
-def _pool(imp, n, ins, a):
-    kernel = tuple(a["kernel_shape"])
-    if len(kernel) != 2:
-        raise imp.fail("only 2-D pooling")
-    stride, pads, dil = _spatial(imp, n, ins, a, kernel)
-    if n.op_type == "AveragePool" and dil != (1, 1):
-        raise imp.fail(f"dilations {list(dil)}: average pooling is not dilated here")
-    attrs = {"kernel": kernel, "stride": stride, "padding": pads, "ceil_mode": bool(a.get("ceil_mode", 0))}
-    if n.op_type == "MaxPool":
-        attrs["dilation"] = dil
-        imp.emit("max_pool2d", [imp.value(ins[0])], attrs, n.output[0])
-    else:
-        attrs["count_include_pad"] = bool(a.get("count_include_pad", 0))
-        imp.emit("avg_pool2d", [imp.value(ins[0])], attrs, n.output[0])
+def _vector_matmul(imp, n, ins, ranks):
+    """numpy.matmul with a 1-D operand: a vector is a one-row (left) or one-column (right) matrix, whose unit
+    axis the result drops."""
+    a, b = imp.value(ins[0]), imp.value(ins[1])
+    sa, sb = imp.b.types[a].shape, imp.b.types[b].shape
+    if ranks[0] == 1:
+        a = imp.emit("reshape", [a], {"shape": (1, sa[0])})
+    if ranks[1] == 1:
+        b = imp.emit("reshape", [b], {"shape": (sb[0], 1)})
+    y = imp.emit("matmul", [a, b])
+    shape = imp.b.types[y].shape
+    keep = [d for k, d in enumerate(shape) if not ((ranks[0] == 1 and k == len(shape) - 2)
+                                                   or (ranks[1] == 1 and k == len(shape) - 1))]
+    imp.emit("reshape", [y], {"shape": tuple(keep)}, n.output[0])
 
 
 def _reshape_to(imp, n, ins, shape):
@@ -357,17 +350,22 @@ def _clip(imp, n, ins, a):
 
 
 def _pad(imp, n, ins, a):
-    if a.get("mode", "constant") != "constant":
-        raise imp.fail(f"pad mode '{a['mode']}' (only 'constant')")
+    mode = a.get("mode", "constant")
+    if mode not in ("constant", "edge", "reflect", "wrap"):
+        raise imp.fail(f"pad mode '{mode}' (valid: constant, edge, reflect, wrap)")
     rank = len(imp.type_of(ins[0]).shape)
     pads = [int(p) for p in imp.const(ins[1], "pads").ravel()]
-    value = float(imp.const(ins[2], "the pad value")) if len(ins) > 2 and ins[2] else 0.0
+    value = float(np.asarray(imp.const(ins[2], "the pad value")).reshape(())) if len(ins) > 2 and ins[2] else 0.0
     if len(ins) > 3 and ins[3]:
         axes = [int(x) % rank for x in imp.const(ins[3], "axes").ravel()]
         full = [0] * (2 * rank)
         for j, ax in enumerate(axes):
             full[ax], full[rank + ax] = pads[j], pads[len(axes) + j]
         pads = full
+    if not any(pads):
+        return _identity(imp, n, ins, a)
+    if mode != "constant":
+        return pad_by_index(imp, n, imp.value(ins[0]), pads, mode)
     imp.emit("pad", [imp.value(ins[0])], {"pads": tuple(pads), "value": value}, n.output[0])
 
 
@@ -388,27 +386,25 @@ def _cast(imp, n, ins, a):
     src = imp.b.types[imp.value(ins[0])].dtype
     if to == np.dtype(src):
         return _identity(imp, n, ins, a)
-    if src.startswith("float") and to.kind not in "f":
-        raise imp.fail(f"a float -> {to.name} cast (out-of-range values are undefined in C); valid: integer "
-                       "and bool sources to any dtype, floats to floats")
+    if to.name not in CAST_DTYPES:
+        raise imp.fail(f"a cast to {to.name}; valid: {', '.join(CAST_DTYPES)}")
     imp.emit("cast", [imp.value(ins[0])], {"dtype": to.name}, n.output[0])
 
 
 _HANDLERS = {
-    "Conv": _conv, "Gemm": _gemm, "MatMul": _matmul, "BatchNormalization": batch_norm,
-    "LayerNormalization": layer_norm, "MaxPool": _pool, "AveragePool": _pool, **REDUCE_HANDLERS, **LOGIC_HANDLERS,
-    **SHAPE_HANDLERS,
+    "Conv": conv, "Gemm": _gemm, "MatMul": _matmul, **POOL_HANDLERS, **REDUCE_HANDLERS, **LOGIC_HANDLERS,
+    **SHAPE_HANDLERS, **TENSOR_HANDLERS, **EINSUM_HANDLERS, **TRIG_HANDLERS, **SCATTER_HANDLERS, **MISC_HANDLERS,
+    **NORM_HANDLERS, **LOSS_HANDLERS, **BITWISE_HANDLERS, **ATTENTION_HANDLERS, **RECURRENT_HANDLERS,
+    **DFT_HANDLERS, **GRID_HANDLERS,
     "Softmax": lambda imp, n, ins, a: imp.emit("softmax", [imp.value(ins[0])], {"axis": a.get("axis", -1)},
                                                n.output[0]),
     "LeakyRelu": lambda imp, n, ins, a: imp.emit("leaky_relu", [imp.value(ins[0])], {"alpha": a.get("alpha", 0.01)},
                                                  n.output[0]),
     "Gelu": lambda imp, n, ins, a: imp.emit("gelu", [imp.value(ins[0])], {"approximate": a.get("approximate", "none")},
                                             n.output[0]),
-    "GlobalAveragePool": lambda imp, n, ins, a: imp.emit("mean", [imp.value(ins[0])],
-                                                         {"axes": (2, 3), "keepdims": True}, n.output[0]),
     "Clip": _clip, "Pad": _pad, "Concat": _concat, "Cast": _cast, "CastLike": _cast, **ACTIVATION_HANDLERS,
     **QUANTIZED_HANDLERS,
-    "Attention": attention, "ConvTranspose": conv_transpose, "Resize": resize,
+    "ConvTranspose": conv_transpose, "Resize": resize,
     "Reshape": _reshape, "Flatten": _shape_change, "Squeeze": _shape_change, "Unsqueeze": _shape_change,
     "Transpose": _transpose, "Identity": _identity, "Dropout": _dropout,
     **{k: _unary(v) for k, v in _UNARY.items()},
@@ -428,11 +424,7 @@ def from_onnx(model_or_path, name: str | None = None, input_shapes: dict | None 
     model = model_or_path if isinstance(model_or_path, onnx.ModelProto) else onnx.load(str(model_or_path))
     if input_shapes:
         model = fixed_input_shapes(model, input_shapes)
-    version = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
-    opsets = supported_opsets()
-    if version not in opsets:
-        raise UnsupportedOpError(f"from_onnx: model '{model.graph.name}' uses opset {version}; supported opsets: "
-                                 f"{opsets.start}-{opsets.stop - 1} (onnx.version_converter can convert it)")
+    model, version = converted_to_supported(model)
     importer = _Importer(model, name, input_values)
     importer.opset = version
     return importer.run()

@@ -27,7 +27,10 @@ def _elementwise(build, widen: bool = True):
         wide = [imp.emit("cast", [v], {"dtype": "float32"}) for v in (x, *rest)]
         out = n.output[0] + "_float32"
         build(imp, wide[0], a, out, wide[1:])
-        imp.emit("cast", [imp.env[out]], {"dtype": dtype}, n.output[0])
+        if imp.b.types[imp.env[out]].dtype == "bool":  # a test (IsInf): nothing to round
+            imp.env[n.output[0]] = imp.env[out]
+        else:
+            imp.emit("cast", [imp.env[out]], {"dtype": dtype}, n.output[0])
     return handler
 
 
@@ -152,7 +155,7 @@ ACTIVATION_HANDLERS = {
     "Softsign": _elementwise(_softsign), "ThresholdedRelu": _elementwise(_thresholded_relu),
     "Mish": _elementwise(_mish), "PRelu": _elementwise(_prelu), "Shrink": _elementwise(_shrink),
     "Sign": _elementwise(_sign), "Tan": _elementwise(_tan), "IsNaN": _elementwise(_is_nan, widen=False),
-    "IsInf": _elementwise(_is_inf, widen=False),
+    "IsInf": _elementwise(_is_inf),
     "HardSwish": lambda imp, n, ins, a: imp.emit("hardswish", [imp.value(ins[0])], out=n.output[0]),
     "Sum": _sum, "Mean": _mean, "LogSoftmax": _log_softmax,
 }

@@ -63,7 +63,7 @@ def quantized_nk(imp, name: str, transposed: bool) -> str | None:
 
 def _qlinear_conv(imp, n, ins, a):
     from ..fold_qdq import qconv_params
-    from .onnx import _spatial
+    from .onnx_conv import spatial as _spatial
 
     w = imp.const(ins[3], "the weight")
     if w.ndim != 4:
@@ -169,7 +169,7 @@ def _conv_integer(imp, n, ins, a):
     """ONNX ConvInteger: conv(x - x_zero, w - w_zero) accumulated in int32, the zero padding applied after
     the subtraction as ONNX specifies (x_zero a scalar, w_zero a scalar or one per output channel;
     either may be computed). An int32 convolution on widened operands: exact, not tensorized."""
-    from .onnx import _spatial
+    from .onnx_conv import spatial as _spatial
 
     x, w = imp.type_of(ins[0]), imp.type_of(ins[1])
     if x is None or w is None or x.dtype not in ("uint8", "int8") or w.dtype not in ("uint8", "int8"):

@@ -32,6 +32,10 @@ def _reduce(op: str, before: str | None = None, after: str | None = None):
             x = imp.emit(before, [x])
         if axes is None:  # no reduction: the elementwise parts alone
             y = x
+        elif imp.b.types[x].dtype == "bool" and op in ("reduce_max", "reduce_min"):  # any / all, through int8
+            wide = imp.emit(op, [imp.emit("cast", [x], {"dtype": "int8"})],
+                            {"axes": axes, "keepdims": bool(a.get("keepdims", 1))})
+            y = imp.emit("cast", [wide], {"dtype": "bool"}, None if after else n.output[0])
         else:
             y = imp.emit(op, [x], {"axes": axes, "keepdims": bool(a.get("keepdims", 1))},
                          None if after else n.output[0])
@@ -95,9 +99,9 @@ def _cumsum(imp, n, ins, a):
     axis = int(np.asarray(imp.const(ins[1], "axis")).ravel()[0])
     if not -rank <= axis < rank:
         raise imp.fail(f"axis {axis} of a {rank}-axis input")
-    imp.emit("cumsum", [x], {"axis": axis % rank, "exclusive": int(a.get("exclusive", 0)),
+    imp.emit(n.op_type.lower(), [x], {"axis": axis % rank, "exclusive": int(a.get("exclusive", 0)),
                              "reverse": int(a.get("reverse", 0))}, n.output[0])
 
 
 REDUCE_HANDLERS.update({"ArgMax": _arg_extreme("reduce_max"), "ArgMin": _arg_extreme("reduce_min"),
-                        "CumSum": _cumsum})
+                        "CumSum": _cumsum, "CumProd": _cumsum})

@@ -77,14 +77,19 @@ def resize(imp, n, ins, a):
     if a.get("antialias", 0) or mode not in _MODES or kind not in ("nearest", "linear", "cubic"):
         raise imp.fail(f"mode {kind!r} with {mode!r}{' and antialias' if a.get('antialias', 0) else ''}; "
                        f"valid: nearest / linear / cubic, {', '.join(_MODES)}, no antialias")
-    if a.get("keep_aspect_ratio_policy", "stretch") != "stretch":
-        raise imp.fail("keep_aspect_ratio_policy other than 'stretch'")
+    policy = a.get("keep_aspect_ratio_policy", "stretch")
+    if policy not in ("stretch", "not_larger", "not_smaller"):
+        raise imp.fail(f"keep_aspect_ratio_policy {policy!r} (stretch, not_larger or not_smaller)")
     axes = [int(v) % len(shape) for v in a.get("axes", range(len(shape)))]
     scales = np.asarray(imp.const(ins[2], "scales"), np.float64).ravel() if len(ins) > 2 and ins[2] else None
     sizes = np.asarray(imp.const(ins[3], "sizes")).ravel() if len(ins) > 3 and ins[3] else None
     if sizes is not None and sizes.size:
         out = {ax: int(s) for ax, s in zip(axes, sizes)}
         scale = {ax: out[ax] / shape[ax] for ax in axes}
+        if policy != "stretch":  # one scale for every axis: the smallest (not_larger) or largest fitting one
+            common = (min if policy == "not_larger" else max)(scale.values())
+            scale = dict.fromkeys(axes, common)
+            out = {ax: int(common * shape[ax] + 0.5) for ax in axes}
     elif scales is not None and scales.size:
         scale = {ax: float(s) for ax, s in zip(axes, scales)}
         out = {ax: int(np.floor(shape[ax] * scale[ax])) for ax in axes}

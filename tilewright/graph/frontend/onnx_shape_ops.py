@@ -76,12 +76,25 @@ def _slice(imp, n, ins, a):
     axes = _ints(imp, ins[3], "axes") if len(ins) > 3 and ins[3] else list(range(len(starts)))
     steps = _ints(imp, ins[4], "steps") if len(ins) > 4 and ins[4] else [1] * len(starts)
     begin, end, step = [0] * len(shape), list(shape), [1] * len(shape)
+    reversed_axes = []
     for s, e, ax, st in zip(starts, ends, axes, steps):
         ax %= len(shape)
+        if st < 0:  # a gather at the positions Python's slice picks
+            reversed_axes.append((ax, np.arange(shape[ax], dtype=np.int64)[slice(s, e, st)]))
+            continue
         lo, hi, st = slice(s, e, st).indices(shape[ax])
-        if st < 1 or lo >= hi:
-            raise imp.fail("a reversed or empty slice")
+        if lo >= hi:
+            raise imp.fail("an empty slice")
         begin[ax], end[ax], step[ax] = lo, hi, st
+    if reversed_axes:
+        if any(picks.size == 0 for _, picks in reversed_axes):
+            raise imp.fail("an empty slice")
+        if (begin, end, step) != ([0] * len(shape), list(shape), [1] * len(shape)):
+            x = imp.emit("slice", [x], {"begin": tuple(begin), "end": tuple(end), "step": tuple(step)})
+        for ax, picks in reversed_axes:
+            x = imp.emit("take", [x, imp.b.constant(picks, "slice_positions")], {"axis": ax})
+        imp.env[n.output[0]] = x
+        return
     if (begin, end, step) == ([0] * len(shape), list(shape), [1] * len(shape)):
         imp.env[n.output[0]] = x
         return
@@ -99,6 +112,23 @@ def _trilu(imp, n, ins, a):
     keep = (cols - rows >= k) if a.get("upper", 1) else (cols - rows <= k)
     zero = imp.b.constant(np.zeros((), imp.b.types[x].dtype), "zero")
     imp.emit("where", [imp.b.constant(keep, "trilu_mask"), x, zero], out=n.output[0])
+
+
+def pad_by_index(imp, n, x: str, pads, mode: str):
+    """Pad modes edge, reflect and wrap: per padded axis, a gather at the constant source indices NumPy's pad
+    of the same mode gives an arange."""
+    shape = imp.b.types[x].shape
+    rank = len(shape)
+    if min(pads) < 0:
+        raise imp.fail(f"negative pads {list(pads)} with mode '{mode}'")
+    for axis in range(rank):
+        before, after = pads[axis], pads[rank + axis]
+        if before or after:
+            if mode == "reflect" and max(before, after) >= shape[axis]:
+                raise imp.fail(f"reflect pads {before}, {after} on an axis of {shape[axis]} (each must be shorter)")
+            source = np.pad(np.arange(shape[axis], dtype=np.int64), (before, after), mode=mode)
+            x = imp.emit("take", [x, imp.b.constant(source, "pad_source")], {"axis": axis})
+    imp.env[n.output[0]] = x
 
 
 def _indices(imp, name: str, extent: int) -> str:
