@@ -174,10 +174,10 @@ class Module:
     def _host_array(self, name: str, a) -> np.ndarray:
         """A NumPy view of a CPU torch tensor or a DLPack-capable array (no copy), else np.asarray."""
         if _is_torch(a):
-            if a.device.type != "cpu":
+            if not a.is_cpu:
                 raise ShapeError(f"model '{self.graph.name}': input '{name}' is on {a.device}; this module runs on "
                                  f"the CPU: pass a CPU tensor (x.cpu())")
-            return a.detach().numpy()  # shares the tensor's memory
+            return (a.detach() if a.requires_grad else a).numpy()  # shares the tensor's memory
         if not isinstance(a, np.ndarray) and hasattr(a, "__dlpack__"):
             try:
                 return np.from_dlpack(a)
@@ -372,8 +372,17 @@ def build_module(partition: Partition, target, programs: dict[str, GroupProgram]
     return module
 
 
+_TORCH_TYPES: set[type] = set()  # tensor types seen, so a call's type test is one set lookup
+
+
 def _is_torch(a) -> bool:
-    return type(a).__module__.startswith("torch") and hasattr(a, "detach") and hasattr(a, "device")
+    kind = type(a)
+    if kind in _TORCH_TYPES:
+        return True
+    if kind.__module__.startswith("torch") and hasattr(a, "detach") and hasattr(a, "device"):
+        _TORCH_TYPES.add(kind)
+        return True
+    return False
 
 
 def _id_inputs(graph) -> list[tuple[int, int, bool, str]]:
