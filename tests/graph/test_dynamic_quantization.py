@@ -106,14 +106,16 @@ def test_a_constant_activation_zero_point_folds_into_the_bias():
     np.testing.assert_array_equal(acc, (xq.astype(np.int64) - 7) @ w.astype(np.int64))
 
 
-def test_weights_the_int8_kernel_cannot_take_are_refused_by_name():
+def test_weights_of_any_shape_pad_and_what_the_int8_kernel_cannot_take_is_refused_by_name():
     rng = np.random.default_rng(3)
     w = rng.integers(0, 256, (K, N)).astype(np.uint8)
     with pytest.raises(TilewrightError, match="must fit int8"):
         from_onnx(_model(w, np.uint8(0)))
-    odd = rng.integers(-128, 128, (K, N + 3)).astype(np.int8)
-    with pytest.raises(TilewrightError, match="multiple of 4 and N of 8"):
-        from_onnx(_model(odd, np.int8(0)))
+    odd = rng.integers(-128, 128, (K - 3, N + 3)).astype(np.int8)  # padded to the packed blocks, sliced back
+    x = np.ascontiguousarray(_inputs(rng)["mixed"][..., :K - 3])
+    acc = _run(_model(odd, np.int8(0), x_shape=x.shape, outputs="int"), x)[0]
+    xq, _, xz = _run(_model(odd, np.int8(0), x_shape=x.shape, outputs="dql"), x)
+    assert np.array_equal(acc, (xq.astype(np.int64) - int(xz.reshape(()))) @ odd.astype(np.int64))
     per_row = helper.make_graph(
         [helper.make_node("MatMulInteger", ["a", "w", "az"], ["y"])], "g",
         [helper.make_tensor_value_info("a", TensorProto.UINT8, [4, K]),

@@ -82,21 +82,70 @@ def _qlinear_conv(imp, n, ins, a):
 
 
 def _qlinear_matmul(imp, n, ins, a):
-    """QLinearMatMul with a constant 2-D B [K, N] (per tensor or per column): one `qdense`."""
+    """QLinearMatMul with a constant B: one `qdense` where B is 2-D and B - b_zero fits int8 (K and N padded to
+    the packed blocks), else ONNX's definition in float64."""
+    from ...errors import ShapeError
     from ..fold_qdq import qconv_params
     from ..quantized_ops import pack_dense_weight
 
     b = imp.const(ins[3], "B (only a constant weight is supported)")
-    if b.ndim != 2 or b.shape[1] % DENSE_BLOCK or b.shape[0] % 4:
-        raise imp.fail(f"B must be 2-D [K, N] with K a multiple of 4 and N of {DENSE_BLOCK}, got {list(b.shape)}")
     x_zero, y_zero = _zero_point(imp, ins, 2, np.uint8), _zero_point(imp, ins, 7, np.uint8)
-    weight, mult, bias, _ = qconv_params(imp.const(ins[1], "a_scale"), x_zero, np.ascontiguousarray(b.T),
-                                         imp.const(ins[4], "b_scale"), _zero_point(imp, ins, 5, b.dtype),
-                                         imp.const(ins[6], "y_scale"), None,
-                                         f"from_onnx: QLinearMatMul '{n.name or n.output[0]}'")
-    vals = [imp.value(ins[0]), imp.b.constant(pack_dense_weight(weight), ins[3] + "_q"),
+    scales = [np.asarray(imp.const(ins[k], name)) for k, name in ((1, "a_scale"), (4, "b_scale"), (6, "y_scale"))]
+    try:
+        if b.ndim != 2:
+            raise ShapeError("a batched B")
+        f32 = [v.astype(np.float32) for v in scales]
+        weight, mult, bias, _ = qconv_params(f32[0], x_zero, np.ascontiguousarray(b.T), f32[1],
+                                             _zero_point(imp, ins, 5, b.dtype), f32[2], None,
+                                             f"from_onnx: QLinearMatMul '{n.name or n.output[0]}'")
+    except ShapeError:  # not an int8 dot product (B - b_zero outside int8, or batched): exact in float64
+        return _qlinear_matmul_float64(imp, n, ins, b, x_zero, y_zero, scales)
+    x, (weight, mult, bias), n_out = _aligned(imp, imp.value(ins[0]), weight, (mult, 1), (bias, 0))
+    vals = [x, imp.b.constant(pack_dense_weight(weight), ins[3] + "_q"),
             imp.b.constant(mult, n.output[0] + "_mult"), imp.b.constant(bias, n.output[0] + "_bias")]
-    imp.emit("qdense", vals, {"zero_point": int(y_zero), "out_dtype": y_zero.dtype.name}, n.output[0])
+    y = imp.emit("qdense", vals, {"zero_point": int(y_zero), "out_dtype": y_zero.dtype.name})
+    _columns(imp, y, n_out, n.output[0])
+
+
+def _qlinear_matmul_float64(imp, n, ins, b, x_zero, y_zero, scales):
+    """QLinearMatMul as ONNX's definition computes it: (A - a_zero) @ (B - b_zero) (exact in float64 while the
+    sums stay below 2^53), times a_scale * b_scale / y_scale (in the scales' own dtype), plus y_zero, rounded
+    half to even and saturated."""
+    b_zero = _zero_point(imp, ins, 5, b.dtype)
+    x = imp.emit("cast", [imp.value(ins[0])], {"dtype": "float64"})
+    x = imp.emit("sub", [x, imp.b.constant(np.asarray(x_zero, np.float64), "a_zero", exact=True)])
+    w = np.asarray(b, np.float64) - np.asarray(b_zero, np.float64)
+    acc = imp.emit("matmul", [x, imp.b.constant(w, "b_centred", exact=True)])
+    mult = np.asarray(scales[0] * scales[1] / scales[2], np.float64)
+    y = imp.emit("add", [imp.emit("mul", [acc, imp.b.constant(mult, "multiplier", exact=True)]),
+                         imp.b.constant(np.asarray(y_zero, np.float64), "y_zero", exact=True)])
+    info = np.iinfo(y_zero.dtype)
+    y = imp.emit("clip", [imp.emit("round", [y])], {"min": float(info.min), "max": float(info.max)})
+    imp.emit("cast", [y], {"dtype": y_zero.dtype.name}, n.output[0])
+
+
+def _aligned(imp, x: str, weight: np.ndarray, *per_column):
+    """x [..., K] and an int8 weight [N, K] padded to the packed layout's blocks (K to a multiple of 4, N of
+    DENSE_BLOCK) with zero weights, so padded inputs add nothing; per-column arrays padded with their fill
+    values. (x, [weight, *arrays], N); the caller slices the N real columns back out (`_columns`)."""
+    n_out, k = weight.shape
+    kp, np_ = -(-k // 4) * 4, -(-n_out // DENSE_BLOCK) * DENSE_BLOCK
+    if (kp, np_) != (k, n_out):
+        weight = np.pad(weight, ((0, np_ - n_out), (0, kp - k)))
+        per_column = [(np.concatenate([v, np.full(np_ - n_out, fill, v.dtype)]), fill) for v, fill in per_column]
+    if kp != k:
+        rank = len(imp.b.types[x].shape)
+        x = imp.emit("pad", [x], {"pads": (0,) * (2 * rank - 1) + (kp - k,), "value": 0.0})
+    return x, [weight, *(v for v, _ in per_column)], n_out
+
+
+def _columns(imp, y: str, n_out: int, out: str):
+    shape = imp.b.types[y].shape
+    if shape[-1] == n_out:
+        imp.env[out] = y
+        return
+    imp.emit("slice", [y], {"begin": (0,) * len(shape), "end": (*shape[:-1], n_out), "step": (1,) * len(shape)},
+             out)
 
 
 def _global_reduce(imp, x: str, op: str) -> str:
@@ -126,7 +175,8 @@ def _dynamic_quantize_linear(imp, n, ins, a):
 
 
 def _matmul_integer(imp, n, ins, a):
-    """ONNX MatMulInteger with a constant B [K, N]: (A - a_zero) @ (B - b_zero) in int32 as one
+    """ONNX MatMulInteger with a constant B [K, N] (K and N padded to the packed blocks): (A - a_zero) @ (B - b_zero)
+    in int32 as one
     `matmul_integer` on A's uint8 and B - b_zero as int8, minus a_zero x the column sums of that weight
     (folded into the bias where a_zero is a constant, a fused epilogue where it is computed)."""
     from ..quantized_ops import pack_dense_weight
@@ -135,9 +185,8 @@ def _matmul_integer(imp, n, ins, a):
     t = imp.type_of(ins[0])
     if t is None or t.dtype != "uint8":
         raise imp.fail(f"A must be uint8 (what DynamicQuantizeLinear gives), got {t.dtype if t else 'unknown'}")
-    if b.ndim != 2 or b.shape[1] % DENSE_BLOCK or b.shape[0] % 4 or b.shape[0] != t.shape[-1]:
-        raise imp.fail(f"B must be 2-D [K, N] with K = A's last extent ({t.shape[-1]}), K a multiple of 4 and N "
-                       f"of {DENSE_BLOCK}, got {list(b.shape)}")
+    if b.ndim != 2 or b.shape[0] != t.shape[-1]:
+        raise imp.fail(f"B must be 2-D [K, N] with K = A's last extent ({t.shape[-1]}), got {list(b.shape)}")
     b_zero = _zero_point(imp, ins, 3, b.dtype).astype(np.int32)
     if b_zero.size not in (1, b.shape[1]):
         raise imp.fail(f"b_zero_point must be a scalar or one per column ({b.shape[1]}), got {b_zero.size}")
@@ -147,22 +196,23 @@ def _matmul_integer(imp, n, ins, a):
                        "8-bit weights); valid: int8 B, or uint8 B with zero point 128")
     colsum = w.sum(axis=0).astype(np.int32)
     name = n.output[0]
-    packed = imp.b.constant(pack_dense_weight(np.ascontiguousarray(w.T).astype(np.int8)), ins[1] + "_packed")
+    x, (weight, colsum), n_out = _aligned(imp, imp.value(ins[0]), np.ascontiguousarray(w.T).astype(np.int8),
+                                          (colsum, 0))
+    packed = imp.b.constant(pack_dense_weight(weight), ins[1] + "_packed")
     a_zero = ins[2] if len(ins) > 2 and ins[2] else None
     if a_zero is None or a_zero in imp.known:
         az = imp.known[a_zero].astype(np.int32) if a_zero else np.zeros((), np.int32)
         if az.size != 1:
             raise imp.fail("a_zero_point must be a scalar (per-row zero points are not supported)")
         bias = imp.b.constant((-int(az.ravel()[0]) * colsum).astype(np.int32), name + "_bias")
-        imp.emit("matmul_integer", [imp.value(ins[0]), packed, bias], {}, name)
-        return
+        return _columns(imp, imp.emit("matmul_integer", [x, packed, bias], {}), n_out, name)
     zt = imp.type_of(a_zero)
     if zt is None or zt.shape not in ((), (1,)):
         raise imp.fail("a_zero_point must be a scalar (per-row zero points are not supported)")
-    acc = imp.emit("matmul_integer", [imp.value(ins[0]), packed])
+    acc = imp.emit("matmul_integer", [x, packed])
     zero = imp.emit("cast", [imp.value(a_zero)], {"dtype": "int32"})
     correction = imp.emit("mul", [zero, imp.b.constant(colsum, name + "_colsum")])
-    imp.emit("sub", [acc, correction], {}, name)
+    _columns(imp, imp.emit("sub", [acc, correction], {}), n_out, name)
 
 
 def _conv_integer(imp, n, ins, a):
