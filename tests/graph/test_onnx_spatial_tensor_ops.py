@@ -255,3 +255,17 @@ def test_recurrent_with_run_time_weights_matches(tmp_path):
     x, w, r = _x(4, 2, 3), 0.5 * _x(1, 8, 3), 0.5 * _x(1, 8, 2)
     node = helper.make_node("LSTM", ["x", "w", "r"], ["y"], hidden_size=2)
     _check(_model(node, {"x": x, "w": w, "r": r}), {"x": x, "w": w, "r": r}, tmp_path, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("rule", ["linear", "gated", "delta", "gated_delta"])
+def test_linear_attention_update_rules_with_grouped_heads(rule, tmp_path):
+    q, k, v = _x(2, 4, 4 * 3), 0.5 * _x(2, 4, 2 * 3), _x(2, 4, 2 * 5)
+    inputs = {"q": q, "k": k, "v": v, "past": 0.1 * _x(2, 2, 3, 5)}
+    names = ["q", "k", "v", "past", "", ""]
+    if rule in ("gated", "gated_delta"):
+        inputs["decay"], names[4] = -np.abs(_x(2, 4, 2)), "decay"
+    if rule in ("delta", "gated_delta"):
+        inputs["beta"], names[5] = RNG.uniform(0, 1, (2, 4, 2)).astype(np.float32), "beta"
+    node = helper.make_node("LinearAttention", names, ["y", "state"], q_num_heads=4, kv_num_heads=2,
+                            update_rule=rule)
+    _check(_model(node, inputs, outputs=("y", "state"), opset=27), inputs, tmp_path, rtol=1e-4, atol=1e-5)

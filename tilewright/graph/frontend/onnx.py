@@ -30,6 +30,7 @@ from .onnx_einsum import EINSUM_HANDLERS
 from .onnx_fold import fold, fold_node, reshape_shape
 from .onnx_grid_sample import GRID_HANDLERS
 from .onnx_inputs import fixed_input_shapes
+from .onnx_linear_attention import LINEAR_ATTENTION_HANDLERS
 from .onnx_logic import LOGIC_HANDLERS
 from .onnx_losses import LOSS_HANDLERS
 from .onnx_misc_ops import MISC_HANDLERS
@@ -395,7 +396,7 @@ _HANDLERS = {
     "Conv": conv, "Gemm": _gemm, "MatMul": _matmul, **POOL_HANDLERS, **REDUCE_HANDLERS, **LOGIC_HANDLERS,
     **SHAPE_HANDLERS, **TENSOR_HANDLERS, **EINSUM_HANDLERS, **TRIG_HANDLERS, **SCATTER_HANDLERS, **MISC_HANDLERS,
     **NORM_HANDLERS, **LOSS_HANDLERS, **BITWISE_HANDLERS, **ATTENTION_HANDLERS, **RECURRENT_HANDLERS,
-    **DFT_HANDLERS, **GRID_HANDLERS,
+    **DFT_HANDLERS, **GRID_HANDLERS, **LINEAR_ATTENTION_HANDLERS,
     "Softmax": lambda imp, n, ins, a: imp.emit("softmax", [imp.value(ins[0])], {"axis": a.get("axis", -1)},
                                                n.output[0]),
     "LeakyRelu": lambda imp, n, ins, a: imp.emit("leaky_relu", [imp.value(ins[0])], {"alpha": a.get("alpha", 0.01)},
