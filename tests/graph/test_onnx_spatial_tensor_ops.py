@@ -269,3 +269,18 @@ def test_linear_attention_update_rules_with_grouped_heads(rule, tmp_path):
     node = helper.make_node("LinearAttention", names, ["y", "state"], q_num_heads=4, kv_num_heads=2,
                             update_rule=rule)
     _check(_model(node, inputs, outputs=("y", "state"), opset=27), inputs, tmp_path, rtol=1e-4, atol=1e-5)
+
+
+def test_col2im_and_compress(tmp_path):
+    cols, cond = _x(2, 2 * 6, 12), np.array([1, 0, 1], bool)
+    _TYPES[np.dtype("bool")] = TensorProto.BOOL
+    nodes = [helper.make_node("Col2Im", ["cols", "image", "block"], ["y"], strides=[2, 1], pads=[1, 0, 0, 1],
+                              dilations=[1, 2]),
+             helper.make_node("Compress", ["y", "cond"], ["c"], axis=2)]
+    inits = {"image": np.array([5, 7], np.int64), "block": np.array([2, 3], np.int64)}
+    inputs = {"cols": cols, "cond": cond}
+    model = _model(nodes, inputs, inits, outputs=("y", "c"), opset=18)
+    _check(model, inputs, tmp_path)
+    module = tw.compile(model, list(inputs.values()), target=AVX2, records=tmp_path / "r.db", progress=False)
+    with pytest.raises(tw.ShapeError, match="input 'cond' holds"):  # the condition fixed the output's shape
+        module(cols, np.array([1, 1, 1], bool))

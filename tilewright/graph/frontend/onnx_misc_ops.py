@@ -1,7 +1,7 @@
 """ONNX ops that are a few graph ops each: the window functions (HannWindow, HammingWindow,
 BlackmanWindow: constants of their size), CenterCropPad (slice and pad), ReverseSequence (a gather at
-computed time indices), AffineGrid (a constant grid times theta), SwiGLU and CausalConvWithState (the
-state concatenated, a depthwise convolution, SiLU)."""
+computed time indices), AffineGrid (a constant grid times theta), SwiGLU, CausalConvWithState (the
+state concatenated, a depthwise convolution, SiLU) and Col2Im (a transposed convolution)."""
 
 from __future__ import annotations
 
@@ -127,8 +127,42 @@ def _causal_conv_with_state(imp, n, ins, a):
                  n.output[1])
 
 
+def _col2im(imp, n, ins, a):
+    """Col2Im over a 2-D image: the columns reshaped to their block grid and summed back into the image by a
+    transposed convolution whose per-channel kernel is one-hot at each block offset (groups = channels),
+    then cropped by the pads."""
+    from .onnx_conv_transpose import _window
+
+    x = imp.value(ins[0])
+    image = [int(v) for v in np.asarray(imp.const(ins[1], "image_shape")).ravel()]
+    block = [int(v) for v in np.asarray(imp.const(ins[2], "block_shape")).ravel()]
+    if len(image) != 2:
+        raise imp.fail(f"a {len(image)}-D image (2-D only)")
+    strides, dil = list(a.get("strides", (1, 1))), list(a.get("dilations", (1, 1)))
+    pads = list(a.get("pads", (0, 0, 0, 0)))
+    bsz, rows, length = imp.b.types[x].shape
+    taps = block[0] * block[1]
+    grid = [(image[i] + pads[i] + pads[i + 2] - (dil[i] * (block[i] - 1) + 1)) // strides[i] + 1 for i in range(2)]
+    if rows % taps or grid[0] * grid[1] != length:
+        raise imp.fail(f"input {[bsz, rows, length]} for blocks {block} over image {image} (expects C * "
+                       f"{taps} rows and {grid[0] * grid[1]} columns)")
+    channels = rows // taps
+    weight = np.zeros((rows, 1, *block), np.float32)
+    for c in range(channels):
+        for i in range(block[0]):
+            for j in range(block[1]):
+                weight[c * taps + i * block[1] + j, 0, i, j] = 1.0
+    cols = imp.emit("reshape", [x], {"shape": (bsz, rows, *grid)})
+    full = imp.emit("conv_transpose2d", [cols, imp.b.constant(weight, "one_hot")],
+                    {"stride": tuple(strides), "padding": (0, 0), "output_padding": (0, 0),
+                     "dilation": tuple(dil), "groups": channels})
+    spans = imp.b.types[full].shape[2:]
+    ends = [pads[2 + i] - (image[i] + pads[i] + pads[2 + i] - spans[i]) for i in range(2)]
+    imp.env[n.output[0]] = _window(imp, full, pads[:2], ends)
+
+
 MISC_HANDLERS = {**{name: _window(f) for name, f in _WINDOWS.items()}, "CenterCropPad": _center_crop_pad,
                  "ReverseSequence": _reverse_sequence, "AffineGrid": _affine_grid, "SwiGLU": _elementwise(_swiglu),
-                 "CausalConvWithState": _causal_conv_with_state}
+                 "CausalConvWithState": _causal_conv_with_state, "Col2Im": _col2im}
 
 __all__ = ["MISC_HANDLERS"]

@@ -1,5 +1,5 @@
 """ONNX's EyeLike (a constant of the input's static shape), DepthToSpace / SpaceToDepth (reshape,
-permute, reshape) and TopK (k rounds of a masked maximum; k at most MAX_TOPK)."""
+permute, reshape), TopK (k rounds of a masked maximum; k at most MAX_TOPK) and Compress (a gather)."""
 
 from __future__ import annotations
 
@@ -90,7 +90,25 @@ def _top_k(imp, n, ins, a):
         imp.env[n.output[1]] = indices
 
 
-TENSOR_HANDLERS = {"EyeLike": _eye_like, "DepthToSpace": _depth_to_space, "SpaceToDepth": _space_to_depth,
-                   "TopK": _top_k}
+def _compress(imp, n, ins, a):
+    """The slices along `axis` (or elements of the flattened input) where the condition holds: a gather at the
+    condition's true positions, so the condition is read when the model is (a constant, or an input fixed
+    at its example value: it decides the output's shape)."""
+    x = imp.value(ins[0])
+    keep = np.flatnonzero(np.asarray(imp.const(ins[1], "the condition (it decides the output shape)")).astype(bool))
+    if "axis" not in a:
+        x = imp.emit("reshape", [x], {"shape": (int(np.prod(imp.b.types[x].shape)),)})
+        axis = 0
+    else:
+        axis = int(a["axis"]) % len(imp.b.types[x].shape)
+    extent = imp.b.types[x].shape[axis]
+    keep = keep[keep < extent]  # a condition longer than the axis selects nothing past it
+    if keep.size == 0:
+        raise imp.fail("a condition that selects nothing (an empty output)")
+    imp.emit("take", [x, imp.b.constant(keep.astype(np.int64), "kept")], {"axis": axis}, n.output[0])
+
+
+TENSOR_HANDLERS = {"Compress": _compress, "EyeLike": _eye_like, "DepthToSpace": _depth_to_space,
+                   "SpaceToDepth": _space_to_depth, "TopK": _top_k}
 
 __all__ = ["MAX_TOPK", "TENSOR_HANDLERS"]
