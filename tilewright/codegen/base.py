@@ -133,6 +133,10 @@ class CRenderer:
                 return f"({a} {_INFIX[e.op]} {b})"  # a constant divisor cannot trap: C's own operator
             return f"{self.helper_floordiv(e.op, d)}({a}, {b})"  # defined at b == 0 and MIN / -1: no trap
         if e.op in (BinOp.SHL, BinOp.SHR) and d.is_int:
+            if isinstance(e.b, Const) and 0 <= e.b.value < d.bits and d.lanes == 1:  # a fixed-point rescale
+                if e.op is BinOp.SHR:
+                    return f"({a} >> {b})"
+                return f"(({self.type_name(d)})(({self.scalar_type(_UINT[max(32, d.bits)])}){a} << {b}))"
             return f"{self.helper_shift(e.op, d)}({a}, {b})"
         if e.op in _INFIX:
             if d.is_int and d.bits < 32 and e.op in (BinOp.ADD, BinOp.SUB, BinOp.MUL):
