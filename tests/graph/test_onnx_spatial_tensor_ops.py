@@ -284,3 +284,21 @@ def test_col2im_and_compress(tmp_path):
     module = tw.compile(model, list(inputs.values()), target=AVX2, records=tmp_path / "r.db", progress=False)
     with pytest.raises(tw.ShapeError, match="input 'cond' holds"):  # the condition fixed the output's shape
         module(cols, np.array([1, 1, 1], bool))
+
+
+@pytest.mark.parametrize("order", [0, 1])
+def test_max_pool_indices(order, tmp_path):
+    x = _x(2, 3, 6, 7)
+    x[0, 0, :2, :2] = 5.0  # a tie inside one window: the first position wins
+    node = helper.make_node("MaxPool", ["x"], ["y", "i"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1],
+                            storage_order=order)
+    _check(_model(node, {"x": x}, outputs=("y", "i")), {"x": x}, tmp_path, ort=True)
+
+
+def test_batch_norm_training_mode_and_running_statistics(tmp_path):
+    x = _x(4, 3, 5, 2)
+    inits = {"s": _x(3), "b": _x(3), "m": _x(3), "v": np.abs(_x(3)) + 0.5}
+    node = helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y", "rm", "rv"], training_mode=1,
+                            momentum=0.8)
+    _check(_model(node, {"x": x}, inits, outputs=("y", "rm", "rv"), opset=15), {"x": x}, tmp_path, rtol=1e-4,
+           atol=1e-5)

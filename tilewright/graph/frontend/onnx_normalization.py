@@ -1,4 +1,5 @@
-"""ONNX's normalizations as graph ops: BatchNormalization (inference) and LayerNormalization (with its Mean and
+"""ONNX's normalizations as graph ops: BatchNormalization (inference, and training mode from the batch's
+statistics) and LayerNormalization (with its Mean and
 InvStdDev outputs, as ONNX defines them) directly; RMSNormalization, InstanceNormalization, GroupNormalization and
 MeanVarianceNormalization composed from reductions and elementwise ops (instance and group statistics by the
 layer_norm op over the right axes), their statistics in the type `stash_type` names; LpNormalization, LRN and Hardmax
@@ -15,8 +16,29 @@ from .onnx_norms import AXIS_NORM_HANDLERS, axis_of, cast_to, const_like, widene
 
 def batch_norm(imp, n, ins, a):
     if a.get("training_mode", 0):
-        raise imp.fail("training-mode batch norm")
+        return _batch_norm_training(imp, n, ins, a)
     imp.emit("batch_norm", [imp.value(i) for i in ins[:5]], {"eps": float(a.get("epsilon", 1e-5))}, n.output[0])
+
+
+def _batch_norm_training(imp, n, ins, a):
+    """Training mode: normalized by the batch's own statistics (over every axis but the channels, the
+    population variance), the running mean and variance updated by momentum, as ONNX defines them."""
+    x = imp.value(ins[0])
+    shape = imp.b.types[x].shape
+    if imp.b.types[x].dtype != "float32":
+        raise imp.fail(f"a {imp.b.types[x].dtype} training-mode batch norm (float32)")
+    eps, momentum = float(a.get("epsilon", 1e-5)), float(a.get("momentum", 0.9))
+    axes = {"axes": tuple(d for d in range(len(shape)) if d != 1), "keepdims": False}
+    mean = imp.emit("mean", [x], axes)
+    per_channel = (1, shape[1], *(1,) * (len(shape) - 2))
+    centred = imp.emit("sub", [x, imp.emit("reshape", [mean], {"shape": per_channel})])
+    var = imp.emit("mean", [imp.emit("mul", [centred, centred])], axes)
+    imp.emit("batch_norm", [x, imp.value(ins[1]), imp.value(ins[2]), mean, var], {"eps": eps}, n.output[0])
+    for slot, (batch, running) in ((1, (mean, ins[3])), (2, (var, ins[4]))):
+        if len(n.output) > slot and n.output[slot]:
+            kept = imp.emit("mul", [imp.value(running), imp.b.constant(np.float32(momentum), "momentum")])
+            fresh = imp.emit("mul", [batch, imp.b.constant(np.float32(1 - momentum), "momentum")])
+            imp.emit("add", [kept, fresh], out=n.output[slot])
 
 
 def layer_norm(imp, n, ins, a):

@@ -27,12 +27,13 @@ def pool(imp, n, ins, a):
     if len(shape) != rank + 2:
         raise imp.fail(f"a {len(kernel)}-D window over an input of rank {len(shape)} (needs N, C and "
                        f"{rank} spatial dims)")
-    if len(n.output) > 1 and n.output[1]:
-        raise imp.fail("the Indices output (only the pooled values)")
+    indices = len(n.output) > 1 and bool(n.output[1])
+    if indices and (n.op_type != "MaxPool" or (a.get("storage_order", 0) and rank > 2)):
+        raise imp.fail("the Indices output of a 3-D pool in column-major storage order (row-major, or 1-D / 2-D)")
     stride, pads, dil = spatial(imp, n, ins, a, kernel)
     kind, ceil = _KIND[n.op_type], bool(a.get("ceil_mode", 0))
     fits = all(p <= k // 2 for p, k in zip(pads, kernel * 2))
-    if rank == 2 and fits and kind != "lp" and (kind == "max" or dil == (1, 1)):
+    if rank == 2 and fits and kind != "lp" and (kind == "max" or dil == (1, 1)) and not indices:
         attrs = {"kernel": kernel, "stride": stride, "padding": pads, "ceil_mode": ceil}
         if kind == "max":
             return imp.emit("max_pool2d", [x], {**attrs, "dilation": dil}, n.output[0])
@@ -62,16 +63,29 @@ def _by_taps(imp, n, x, kind, kernel, stride, pads, dil, ceil, a):
     if any(before) or any(a_ + e for a_, e in zip(after, extra)):
         x = imp.emit("pad", [x], {"pads": (0, 0, *before, 0, 0, *(e + x_ for e, x_ in zip(after, extra))),
                                   "value": float(fill)})
-    total = None
+    total, where = None, None
+    want_indices = len(n.output) > 1 and bool(n.output[1])
     for tap in itertools.product(*(range(k) for k in kernel)):
         begin = tuple(t * d for t, d in zip(tap, dil))
         piece = imp.emit("slice", [x], {"begin": (0, 0, *begin),
                                         "end": (*shape[:2], *(b + (o - 1) * st + 1
                                                              for b, o, st in zip(begin, out, stride))),
                                         "step": (1, 1, *stride)})
+        if want_indices:  # the first position holding the maximum: a later tap wins only when greater
+            at = imp.b.constant(_flat_positions(shape, begin, before, stride, out, bool(a.get("storage_order", 0))),
+                                "positions")
+            if total is not None:
+                better = imp.emit("greater", [piece, total])
+                where = imp.emit("where", [better, at, where])
+                total = imp.emit("where", [better, piece, total])
+            else:
+                total, where = piece, at
+            continue
         total = piece if total is None else imp.emit("maximum" if kind == "max" else "add", [total, piece])
     if kind == "max":
         imp.env[n.output[0]] = total
+        if want_indices:
+            imp.env[n.output[1]] = where
     elif kind == "avg":
         counted = _window_counts(sizes, kernel, stride, before, after, extra, dil, out,
                                  bool(a.get("count_include_pad", 0)))
@@ -81,6 +95,20 @@ def _by_taps(imp, n, x, kind, kernel, stride, pads, dil, ceil, a):
         p = float(a.get("p", 2))
         root = imp.emit("sqrt", [total]) if p == 2 else imp.emit("pow", [total, _scalar(imp, total, 1 / p)])
         imp.env[n.output[0]] = root
+
+
+def _flat_positions(shape, begin, before, stride, out, column_major: bool) -> np.ndarray:
+    """int64 [N, C, *out]: the flat index into the unpadded input of each window's tap at `begin` (in padded
+    coordinates), its spatial part row-major or (2-D) column-major, as MaxPool's storage_order says."""
+    grids = np.meshgrid(*(np.arange(o) * st + b - p for o, st, b, p in zip(out, stride, begin, before)),
+                        indexing="ij")
+    spatial = np.zeros(out, np.int64)
+    order = list(zip(grids, shape[2:]))
+    for g, size in (order[::-1] if column_major else order):
+        spatial = spatial * size + g
+    plane = int(np.prod(shape[2:]))
+    base = np.arange(shape[0] * shape[1], dtype=np.int64).reshape(shape[0], shape[1], *(1,) * len(out)) * plane
+    return base + spatial[None, None]
 
 
 def _window_counts(sizes, kernel, stride, before, after, extra, dil, out, include_pad) -> np.ndarray:
