@@ -169,3 +169,22 @@ def test_qlinear_matmul_of_any_shape_matches_onnx(b_dtype, b_zero, shape, tmp_pa
         assert np.abs(got.astype(int) - want.astype(int)).max() <= 1  # the reference multiplies in float64
     else:
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("mode", ["linear", "nearest", "cubic"])
+def test_resize_tf_crop_and_resize_extrapolates_outside_the_roi(mode, tmp_path):
+    from onnx.reference import ReferenceEvaluator
+
+    x = RNG.standard_normal((1, 2, 5, 6)).astype(np.float32)
+    roi = np.array([0.2, -0.3, 0.9, 1.17], np.float32)  # axes 2, 3: starts, then ends (past both sides on axis 3)
+    node = helper.make_node("Resize", ["x", "roi", "", "sizes"], ["y"], mode=mode, axes=[2, 3],
+                            coordinate_transformation_mode="tf_crop_and_resize", extrapolation_value=-7.0)
+    inits = {"roi": roi, "sizes": np.array([4, 7], np.int64)}
+    got = _run([node], {"x": x}, inits, ["y"], tmp_path, opset=19)[0]
+    model = helper.make_model(helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(v, k) for k, v in inits.items()]), opset_imports=[helper.make_opsetid("", 19)])
+    want = ReferenceEvaluator(model).run(None, {"x": x})[0]
+    assert (got == -7.0).any()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

@@ -1,22 +1,29 @@
-"""ONNX Resize (nearest, linear, cubic; every coordinate transformation but tf_crop_and_resize) as
-gathers along each resized axis: the shapes are static, so every output coordinate's source taps and
-weights are computed here once, in float64, and the graph holds `take`s at those constant indices times
-constant weights. Taps outside the input repeat its edge, as ONNX's reference does; `exclude_outside`
-drops them and renormalizes. Antialiasing and tf_crop_and_resize are refused by name."""
+"""ONNX Resize (nearest, linear, cubic; every coordinate transformation) as gathers along each resized
+axis: the shapes are static, so every output coordinate's source taps and weights are computed here
+once, in float64, and the graph holds `take`s at those constant indices times constant weights. Taps
+outside the input repeat its edge, as ONNX's reference does; `exclude_outside` drops them and
+renormalizes; tf_crop_and_resize reads its (constant) roi and gives extrapolation_value wherever a
+coordinate falls outside the input. Antialiasing is refused by name."""
 
 from __future__ import annotations
 
 import numpy as np
 
 _MODES = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric",
-          "tf_half_pixel_for_nn")
+          "tf_half_pixel_for_nn", "tf_crop_and_resize")
 
 
-def _source(mode: str, out_len: int, in_len: int, scale: float) -> np.ndarray:
+def _source(mode: str, out_len: int, in_len: int, scale: float, roi=(0.0, 1.0)) -> np.ndarray:
     """The input coordinate of every output index along one axis (ONNX measures the resized length as
-    scale x input length, unrounded, where a formula needs it)."""
+    scale x input length, unrounded, where a formula needs it; tf_crop_and_resize the roi's start and end
+    as fractions of the input)."""
     x = np.arange(out_len, dtype=np.float64)
     width = scale * in_len
+    if mode == "tf_crop_and_resize":
+        start, end = roi
+        if out_len == 1:
+            return np.full(1, (start + end) * (in_len - 1) / 2)
+        return start * (in_len - 1) + x * (end - start) * (in_len - 1) / (out_len - 1)
     if mode == "half_pixel":
         return (x + 0.5) / scale - 0.5
     if mode == "half_pixel_symmetric":
@@ -50,9 +57,10 @@ def _cubic(t: np.ndarray, a: float) -> np.ndarray:
     return np.stack([far(t + 1), near(t), near(1 - t), far(2 - t)])
 
 
-def taps(mode: str, kind: str, in_len: int, out_len: int, scale: float, a) -> tuple[np.ndarray, np.ndarray]:
+def taps(mode: str, kind: str, in_len: int, out_len: int, scale: float, a,
+         roi=(0.0, 1.0)) -> tuple[np.ndarray, np.ndarray]:
     """(indices [taps, out_len] into the input, weights [taps, out_len]) along one axis."""
-    x = _source(mode, out_len, in_len, scale)
+    x = _source(mode, out_len, in_len, scale, roi)
     if kind == "nearest":
         idx = np.clip(_nearest(x, a.get("nearest_mode", "round_prefer_floor")), 0, in_len - 1)
         return idx[None].astype(np.int64), np.ones((1, out_len))
@@ -98,12 +106,26 @@ def resize(imp, n, ins, a):
     dtype = imp.b.types[x].dtype
     if kind != "nearest" and dtype not in ("float16", "float32", "float64"):
         raise imp.fail(f"{kind} interpolation of {dtype} data (float16/32/64; nearest for any dtype)")
+    roi = {ax: (0.0, 1.0) for ax in axes}
+    if mode == "tf_crop_and_resize":
+        box = np.asarray(imp.const(ins[1], "roi"), np.float64).ravel()
+        if box.size != 2 * len(axes):
+            raise imp.fail(f"a roi of {box.size} values for {len(axes)} axes (starts, then ends)")
+        roi = {ax: (box[k], box[len(axes) + k]) for k, ax in enumerate(axes)}
     resized = [ax for ax in axes if out[ax] != shape[ax] or mode != "asymmetric" or scale[ax] != 1.0]
+    outside = np.zeros([out.get(d, size) for d, size in enumerate(shape)], np.bool_)
     for k, ax in enumerate(resized):
-        idx, weights = taps(mode, kind, shape[ax], out[ax], scale[ax], a)
-        last = k == len(resized) - 1
+        idx, weights = taps(mode, kind, shape[ax], out[ax], scale[ax], a, roi[ax])
+        if mode == "tf_crop_and_resize":
+            src = _source(mode, out[ax], shape[ax], scale[ax], roi[ax])
+            outside |= ((src < 0) | (src > shape[ax] - 1)).reshape([-1 if d == ax else 1 for d in range(len(shape))])
+        last = k == len(resized) - 1 and not outside.any()
         x = _along(imp, x, ax, idx, weights, dtype, n.output[0] if last else None)
-    if not resized:
+    if outside.any():  # tf_crop_and_resize past the input: extrapolation_value
+        fill = np.array(a.get("extrapolation_value", 0.0), np.float32 if dtype == "bfloat16" else dtype)
+        imp.emit("where", [imp.b.constant(outside, "outside"), imp.b.constant(fill, "extrapolation"), x],
+                 out=n.output[0])
+    elif not resized:
         imp.env[n.output[0]] = x
 
 
