@@ -224,10 +224,10 @@ class DynamicModule:
         return tuple(sizes[d] for d in self.dims)
 
     def __call__(self, *arrays):
-        from .module import _is_torch
+        from .module import _is_torch, host_array
 
         as_torch = any(_is_torch(a) for a in arrays)
-        xs = [a.detach().numpy() if _is_torch(a) else np.asarray(a) for a in arrays]
+        xs = [host_array(a, "dynamic model", f"#{k}", "this module") for k, a in enumerate(arrays)]
         key = self._sizes(xs)
         if self.split is None or key in self.modules:
             outs = self._run(key, xs)

@@ -38,17 +38,14 @@ class LoadedModule:
         self._lib.tw_model_set_num_threads(int(n))
 
     def __call__(self, *arrays):
-        from .module import _is_torch
+        from .module import _is_torch, host_array
 
         if len(arrays) != len(self.inputs):
             raise ShapeError(f"model '{self.name}' takes {len(self.inputs)} inputs "
                              f"({', '.join(n for n, _, _ in self.inputs)}), got {len(arrays)}")
         ins = []
         for (name, shape, dtype), a in zip(self.inputs, arrays):
-            if _is_torch(a) and a.device.type != "cpu":
-                raise ShapeError(f"model '{self.name}': input '{name}' is on {a.device}; the library runs on the CPU: "
-                                 f"pass a CPU tensor (x.cpu())")
-            a = a.detach().numpy() if _is_torch(a) else np.asarray(a)
+            a = host_array(a, f"model '{self.name}'", name, "the library")
             if a.shape != shape or a.dtype != dtype:
                 raise ShapeError(f"model '{self.name}': input '{name}' is {a.dtype}{list(a.shape)}, expected "
                                  f"{dtype}{list(shape)}")

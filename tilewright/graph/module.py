@@ -172,19 +172,7 @@ class Module:
         return out
 
     def _host_array(self, name: str, a) -> np.ndarray:
-        """A NumPy view of a CPU torch tensor or a DLPack-capable array (no copy), else np.asarray."""
-        if _is_torch(a):
-            if not a.is_cpu:
-                raise ShapeError(f"model '{self.graph.name}': input '{name}' is on {a.device}; this module runs on "
-                                 f"the CPU: pass a CPU tensor (x.cpu())")
-            return (a.detach() if a.requires_grad else a).numpy()  # shares the tensor's memory
-        if not isinstance(a, np.ndarray) and hasattr(a, "__dlpack__"):
-            try:
-                return np.from_dlpack(a)
-            except (BufferError, TypeError, RuntimeError) as e:
-                raise ShapeError(f"model '{self.graph.name}': input '{name}' ({type(a).__name__}) cannot be read "
-                                 f"on the CPU through DLPack: {e}") from e
-        return np.asarray(a)
+        return host_array(a, f"model '{self.graph.name}'", name, "this module")
 
     def _bind(self, arrays) -> tuple[dict[str, np.ndarray], list[np.ndarray]]:
         env = dict(zip(self.graph.inputs, self._check_inputs(arrays)))
@@ -370,6 +358,23 @@ def build_module(partition: Partition, target, programs: dict[str, GroupProgram]
     module = Module(partition, kernels, tasks, programs, target, fills=fills, workspaces=workspaces)
     module.templates, module.b2b = decisions, b2b
     return module
+
+
+def host_array(a, model: str, name: str, runner: str) -> np.ndarray:
+    """A NumPy view of a CPU torch tensor or a DLPack-capable array (no copy), else np.asarray; a tensor on
+    another device, or an array DLPack cannot hand over, is a ShapeError naming `model`'s input `name`."""
+    if _is_torch(a):
+        if not a.is_cpu:
+            raise ShapeError(f"{model}: input '{name}' is on {a.device}; {runner} runs on the CPU: pass a CPU "
+                             "tensor (x.cpu())")
+        return (a.detach() if a.requires_grad else a).numpy()  # shares the tensor's memory
+    if not isinstance(a, np.ndarray) and hasattr(a, "__dlpack__"):
+        try:
+            return np.from_dlpack(a)
+        except (BufferError, TypeError, RuntimeError) as e:
+            raise ShapeError(f"{model}: input '{name}' ({type(a).__name__}) cannot be read on the CPU through "
+                             f"DLPack: {e}") from e
+    return np.asarray(a)
 
 
 _TORCH_TYPES: set[type] = set()  # tensor types seen, so a call's type test is one set lookup
